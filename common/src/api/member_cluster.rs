@@ -1,0 +1,189 @@
+//! `MemberCluster`: one managed cluster, as the hub knows it.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{CheckKind, ClusterCheck};
+
+/// A managed cluster: how often its agent reports, which keys may sign its reports, and
+/// what "ready" and "healthy" mean for it.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "fleetpulse.io",
+    version = "v1alpha1",
+    kind = "MemberCluster",
+    namespaced,
+    status = "MemberClusterStatus",
+    shortname = "mc",
+    category = "fleetpulse",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Reachable", type_ = "string", json_path = r#".status.conditions[?(@.type=="Reachable")].status"#),
+    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
+    printcolumn(name = "Healthy", type_ = "string", json_path = r#".status.conditions[?(@.type=="Healthy")].status"#),
+    printcolumn(name = "Since", type_ = "date", json_path = r#".status.conditions[?(@.type=="Healthy")].lastTransitionTime"#, description = "when Healthy last changed"),
+    printcolumn(name = "Reason", type_ = "string", json_path = r#".status.conditions[?(@.type=="Healthy")].reason"#, priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberClusterSpec {
+    /// How often the agent reports and how long the hub waits before calling it unreachable.
+    #[serde(default)]
+    pub heartbeat: HeartbeatSpec,
+    /// The agent's identity.
+    #[serde(default)]
+    pub agent: AgentSpec,
+    /// Checks that must all pass once before the cluster becomes Ready (Ready then latches).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness_checks: Vec<ClusterCheck>,
+    /// Checks that must keep passing for the cluster to stay Healthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub liveness_checks: Vec<ClusterCheck>,
+    /// Freeze the hub's judgement of this cluster: heartbeats are still verified and
+    /// recorded, but its conditions do not change (e.g. during maintenance).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+/// Heartbeat timing.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.gracePeriodSeconds > self.intervalSeconds",
+    "message": "gracePeriodSeconds must be longer than intervalSeconds (at least two intervals is usual)"
+}]))]
+pub struct HeartbeatSpec {
+    /// Seconds between heartbeats (default 10).
+    #[serde(default = "default_interval")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub interval_seconds: u32,
+    /// Seconds without an accepted heartbeat after which the cluster is unreachable
+    /// (default 40).
+    #[serde(default = "default_grace")]
+    #[schemars(range(min = 2, max = 86400))]
+    pub grace_period_seconds: u32,
+}
+
+fn default_interval() -> u32 {
+    10
+}
+
+fn default_grace() -> u32 {
+    40
+}
+
+impl Default for HeartbeatSpec {
+    fn default() -> Self {
+        Self { interval_seconds: default_interval(), grace_period_seconds: default_grace() }
+    }
+}
+
+/// The agent's identity: the public keys that may sign this cluster's reports.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// Pre-shared Ed25519 public keys (print one with `fleetpulse-agent keygen`). Keep a
+    /// revoked key listed with `revoked: true` so its reports are refused as revoked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_keys: Vec<AgentPublicKey>,
+}
+
+/// One Ed25519 public key.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentPublicKey {
+    /// The raw 32-byte public key, base64url without padding (the JWK `x` value).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_-]{43}$"))]
+    pub public_key: String,
+    /// Refuse reports signed with this key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
+}
+
+/// What the hub observed of a MemberCluster. Written by the hub only.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberClusterStatus {
+    /// `Reachable`, `Ready` and `Healthy`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Receive time of the last accepted heartbeat (on the hub's clock). In Kubernetes mode
+    /// it is written on transitions and on a coarse refresh, not on every heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// The agent that last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentStatus>,
+    /// The latest result of every check the agent reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckStatus>,
+    /// Generation of the effective check configuration the hub serves to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_generation: Option<u64>,
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The agent that last reported.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    /// Agent version.
+    pub version: String,
+    /// Key id (RFC 7638 thumbprint) of the key that signed the last report.
+    pub key_id: String,
+    /// UID of the managed cluster (its `kube-system` namespace UID).
+    pub cluster_uid: String,
+    /// Boot id of the agent process.
+    pub incarnation: u64,
+}
+
+/// The latest result of one check.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStatus {
+    /// Check name.
+    pub name: String,
+    /// Check kind.
+    pub kind: CheckKind,
+    /// `readiness` or `liveness`.
+    pub phase: CheckPhase,
+    /// Whether the check counts as passing.
+    pub passing: bool,
+    /// What the check said.
+    #[serde(default)]
+    pub message: String,
+    /// Since when `passing` has had its current value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// Consecutive failed runs.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// Success rate over the check's window, for pod checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_rate_percent: Option<f64>,
+}
+
+/// Whether a check gates readiness or liveness.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CheckPhase {
+    /// Gates `Ready` (latched).
+    Readiness,
+    /// Gates `Healthy`.
+    Liveness,
+}
+
+impl MemberCluster {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+}

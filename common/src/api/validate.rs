@@ -1,0 +1,181 @@
+//! Client-side validation: the rules the CRD schema states, applied where no API server
+//! enforces them (the embedded hub reading manifests from a directory). Each error names
+//! the field and says how to fix it.
+
+use std::collections::HashSet;
+
+use super::{ClusterCheck, HealthPolicySpec, MemberClusterSpec, SetSpec};
+use crate::protocol::keys;
+
+/// A spec that breaks a rule of the schema.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field}: {problem}")]
+pub struct ValidationError {
+    /// JSON path of the offending field, e.g. `spec.heartbeat.gracePeriodSeconds`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub problem: String,
+}
+
+fn err(field: impl Into<String>, problem: impl Into<String>) -> ValidationError {
+    ValidationError { field: field.into(), problem: problem.into() }
+}
+
+impl MemberClusterSpec {
+    /// Checks the rules of the MemberCluster schema.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let hb = &self.heartbeat;
+        if !(1..=3600).contains(&hb.interval_seconds) {
+            return Err(err("spec.heartbeat.intervalSeconds", "must be between 1 and 3600"));
+        }
+        if hb.grace_period_seconds <= hb.interval_seconds {
+            return Err(err(
+                "spec.heartbeat.gracePeriodSeconds",
+                format!(
+                    "must be longer than intervalSeconds ({}); at least two intervals is usual",
+                    hb.interval_seconds
+                ),
+            ));
+        }
+        for (i, key) in self.agent.public_keys.iter().enumerate() {
+            keys::parse_public_key(&key.public_key).map_err(|e| {
+                err(
+                    format!("spec.agent.publicKeys[{i}].publicKey"),
+                    format!("{e}; paste the value printed by `fleetpulse-agent keygen`"),
+                )
+            })?;
+        }
+        validate_checks(&self.readiness_checks, &self.liveness_checks)
+    }
+}
+
+impl HealthPolicySpec {
+    /// Checks the rules of the HealthPolicy schema.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        validate_checks(&self.readiness_checks, &self.liveness_checks)
+    }
+}
+
+impl SetSpec {
+    /// Checks the rules of the ClusterSet/Set schema.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.max_replicas < 1 {
+            return Err(err("spec.maxReplicas", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+fn validate_checks(
+    readiness: &[ClusterCheck],
+    liveness: &[ClusterCheck],
+) -> Result<(), ValidationError> {
+    let mut names = HashSet::new();
+    let all = readiness
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.readinessChecks[{i}]"), c))
+        .chain(liveness.iter().enumerate().map(|(i, c)| (format!("spec.livenessChecks[{i}]"), c)));
+    for (path, check) in all {
+        check.validate(&path)?;
+        if !names.insert(check.name.as_str()) {
+            return Err(err(
+                format!("{path}.name"),
+                format!("check name {:?} is used twice; names must be unique", check.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl ClusterCheck {
+    /// Checks one check entry; `path` prefixes field names in errors.
+    pub fn validate(&self, path: &str) -> Result<(), ValidationError> {
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 63
+            && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !self.name.starts_with('-')
+            && !self.name.ends_with('-');
+        if !valid_name {
+            return Err(err(
+                format!("{path}.name"),
+                format!("{:?} is not a DNS label (lowercase letters, digits, '-')", self.name),
+            ));
+        }
+        let kinds = self.kinds();
+        if kinds.len() != 1 {
+            return Err(err(
+                path,
+                format!(
+                    "set exactly one check kind: condition (Lua), pod, http, tcp, readyNodes or \
+                     readyPods (found {})",
+                    kinds.len()
+                ),
+            ));
+        }
+        if self.for_.is_some() && self.duration.is_some() {
+            return Err(err(path, "`for` and `duration` mean the same; set only one"));
+        }
+        for (field, value) in [("for", &self.for_), ("duration", &self.duration)] {
+            if let Some(v) = value {
+                crate::duration::parse(v).map_err(|e| err(format!("{path}.{field}"), e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::HeartbeatSpec;
+
+    #[test]
+    fn grace_not_longer_than_interval_is_rejected_with_the_fix() {
+        let spec = MemberClusterSpec {
+            heartbeat: HeartbeatSpec { interval_seconds: 10, grace_period_seconds: 10 },
+            ..Default::default()
+        };
+        let e = spec.validate().unwrap_err();
+        assert_eq!(e.field, "spec.heartbeat.gracePeriodSeconds");
+        assert!(e.problem.contains("longer than intervalSeconds"));
+    }
+
+    #[test]
+    fn check_with_two_kinds_is_rejected() {
+        let check = ClusterCheck {
+            name: "x".into(),
+            condition: Some("function evaluate() end".into()),
+            tcp: Some(Default::default()),
+            ..Default::default()
+        };
+        let spec = MemberClusterSpec { liveness_checks: vec![check], ..Default::default() };
+        let e = spec.validate().unwrap_err();
+        assert_eq!(e.field, "spec.livenessChecks[0]");
+    }
+
+    #[test]
+    fn duplicate_check_names_across_lists_are_rejected() {
+        let check = ClusterCheck {
+            name: "dup".into(),
+            condition: Some("function evaluate() end".into()),
+            ..Default::default()
+        };
+        let spec = MemberClusterSpec {
+            readiness_checks: vec![check.clone()],
+            liveness_checks: vec![check],
+            ..Default::default()
+        };
+        assert_eq!(spec.validate().unwrap_err().field, "spec.livenessChecks[0].name");
+    }
+
+    #[test]
+    fn bad_public_key_names_the_key_index() {
+        let mut spec = MemberClusterSpec::default();
+        spec.agent.public_keys.push(crate::api::AgentPublicKey {
+            public_key: "not-a-key".into(),
+            revoked: false,
+        });
+        assert_eq!(spec.validate().unwrap_err().field, "spec.agent.publicKeys[0].publicKey");
+    }
+}

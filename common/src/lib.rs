@@ -1,0 +1,16 @@
+//! fleetpulse-common: everything the agent and the hub must agree on.
+//!
+//! - [`api`]: the Kubernetes API types (`fleetpulse.io/v1alpha1` CRDs) and their validation.
+//! - [`protocol`]: the signed heartbeat protocol: report and answer types, JWS signing and
+//!   strict verification, key ids, the replay rules and the size limits.
+//! - [`selector`]: Kubernetes label-selector matching.
+//! - [`duration`]: Go-style duration strings (`10m`, `1h30m`) as used in check specs.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod duration;
+pub mod protocol;
+pub mod selector;
+
+/// The version of this build, reported by agents and shown by the hub.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

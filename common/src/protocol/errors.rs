@@ -1,0 +1,143 @@
+//! Why the hub refused a request: a stable code (for clients, metrics and docs), the HTTP
+//! status it maps to, and the JSON error body.
+
+use serde::{Deserialize, Serialize};
+
+use super::replay::Position;
+
+/// A stable rejection code. The string forms are part of the protocol; never rename one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectCode {
+    /// The body exceeds [`super::limits::MAX_BODY_BYTES`].
+    BodyTooLarge,
+    /// The `Content-Type` is not `application/jose`.
+    UnsupportedMediaType,
+    /// The body is not a well-formed JWS compact serialization with an acceptable header.
+    MalformedJws,
+    /// No MemberCluster of that namespace/name exists on this hub.
+    UnknownCluster,
+    /// The `kid` is not a key of any cluster.
+    UnknownKey,
+    /// The `kid` names a key listed as revoked.
+    KeyRevoked,
+    /// The `kid` names a key bound to another cluster.
+    KeyNotForCluster,
+    /// The signature does not verify (strict Ed25519).
+    BadSignature,
+    /// The signed payload is not a valid report of a supported schema version.
+    MalformedReport,
+    /// The report names another cluster than the URL.
+    ClusterMismatch,
+    /// The report is addressed to another hub (`aud`).
+    WrongAudience,
+    /// `iat`/`exp` are outside the hub's freshness window.
+    ReportExpired,
+    /// This exact `(incarnation, seq)` was already accepted.
+    Replayed,
+    /// `(incarnation, seq)` is older than the last accepted one for this key.
+    StaleSequence,
+    /// The hub is shutting down or not yet ready.
+    Unavailable,
+}
+
+impl RejectCode {
+    /// The stable string form, as in JSON bodies and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectCode::BodyTooLarge => "body_too_large",
+            RejectCode::UnsupportedMediaType => "unsupported_media_type",
+            RejectCode::MalformedJws => "malformed_jws",
+            RejectCode::UnknownCluster => "unknown_cluster",
+            RejectCode::UnknownKey => "unknown_key",
+            RejectCode::KeyRevoked => "key_revoked",
+            RejectCode::KeyNotForCluster => "key_not_for_cluster",
+            RejectCode::BadSignature => "bad_signature",
+            RejectCode::MalformedReport => "malformed_report",
+            RejectCode::ClusterMismatch => "cluster_mismatch",
+            RejectCode::WrongAudience => "wrong_audience",
+            RejectCode::ReportExpired => "report_expired",
+            RejectCode::Replayed => "replayed",
+            RejectCode::StaleSequence => "stale_sequence",
+            RejectCode::Unavailable => "unavailable",
+        }
+    }
+
+    /// The HTTP status the hub answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            RejectCode::BodyTooLarge => 413,
+            RejectCode::UnsupportedMediaType => 415,
+            RejectCode::MalformedJws => 400,
+            RejectCode::UnknownCluster => 404,
+            RejectCode::UnknownKey | RejectCode::BadSignature => 401,
+            RejectCode::KeyRevoked | RejectCode::KeyNotForCluster => 403,
+            RejectCode::MalformedReport => 422,
+            RejectCode::ClusterMismatch => 403,
+            RejectCode::WrongAudience => 421,
+            RejectCode::ReportExpired => 401,
+            RejectCode::Replayed | RejectCode::StaleSequence => 409,
+            RejectCode::Unavailable => 503,
+        }
+    }
+
+    /// Whether retrying the same logical request later may succeed (the agent backs off
+    /// and retries); other rejections need a fix on one side and are logged as errors.
+    pub fn is_transient(self) -> bool {
+        matches!(self, RejectCode::Unavailable)
+    }
+
+    /// Every code, for docs and exhaustive tests.
+    pub const ALL: [RejectCode; 15] = [
+        RejectCode::BodyTooLarge,
+        RejectCode::UnsupportedMediaType,
+        RejectCode::MalformedJws,
+        RejectCode::UnknownCluster,
+        RejectCode::UnknownKey,
+        RejectCode::KeyRevoked,
+        RejectCode::KeyNotForCluster,
+        RejectCode::BadSignature,
+        RejectCode::MalformedReport,
+        RejectCode::ClusterMismatch,
+        RejectCode::WrongAudience,
+        RejectCode::ReportExpired,
+        RejectCode::Replayed,
+        RejectCode::StaleSequence,
+        RejectCode::Unavailable,
+    ];
+}
+
+impl std::fmt::Display for RejectCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The JSON body of every rejection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// The stable code.
+    pub code: RejectCode,
+    /// A sentence for humans: what failed, for which object, and what to do.
+    pub message: String,
+    /// For `replayed`/`stale_sequence`: the last accepted position for this key, so an
+    /// agent whose incarnation went backwards (clock reset) can start above it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accepted: Option<Position>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_json_as_their_stable_strings() {
+        for code in RejectCode::ALL {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<RejectCode>(&json).unwrap(), code);
+            assert!((400..600).contains(&code.http_status()));
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! JWS compact serialization (RFC 7515) with `alg: EdDSA` (RFC 8037), signing and strict
+//! verification.
+//!
+//! Strict means: exactly three base64url parts without padding and with canonical
+//! trailing bits; a protected header with only `alg` (must be `EdDSA`), `kid` and `typ`
+//! (any other member, including `crit` and `b64`, is refused); the expected `typ`; and
+//! `verify_strict`, which refuses small-order keys and non-canonical signatures. The
+//! payload is decoded only after the signature verified.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use super::keys::KeyId;
+use super::limits::MAX_HEADER_BYTES;
+
+/// Why a JWS was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum JwsError {
+    /// Not three dot-separated base64url parts, or a part does not decode.
+    #[error("not a JWS compact serialization: {0}")]
+    Malformed(&'static str),
+    /// The protected header is not acceptable.
+    #[error("unacceptable JWS header: {0}")]
+    Header(String),
+    /// The signature does not verify with the key.
+    #[error("signature does not verify with key {0}")]
+    BadSignature(String),
+}
+
+/// The protected header. Unknown members are refused (no `crit`, no `b64`, no `jwk`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always `EdDSA`.
+    pub alg: String,
+    /// Key id: the RFC 7638 thumbprint of the signing key.
+    pub kid: String,
+    /// What the payload is, e.g. [`super::TYP_HEARTBEAT`].
+    pub typ: String,
+}
+
+/// Signs `payload` as a compact JWS.
+pub fn sign(key: &SigningKey, typ: &str, payload: &[u8]) -> String {
+    let header = Header {
+        alg: "EdDSA".into(),
+        kid: KeyId::of(&key.verifying_key()).0,
+        typ: typ.into(),
+    };
+    let header_json = serde_json::to_vec(&header).expect("a header always serializes");
+    let mut out = URL_SAFE_NO_PAD.encode(header_json);
+    out.push('.');
+    out.push_str(&URL_SAFE_NO_PAD.encode(payload));
+    let signature = key.sign(out.as_bytes());
+    out.push('.');
+    out.push_str(&URL_SAFE_NO_PAD.encode(signature.to_bytes()));
+    out
+}
+
+/// A parsed JWS whose signature is not verified yet. Reading the `kid` is all it allows.
+#[derive(Debug)]
+pub struct Unverified<'a> {
+    header: Header,
+    signing_input: &'a str,
+    payload_b64: &'a str,
+    signature: Signature,
+}
+
+/// Splits a compact JWS, decodes and checks its header and signature bytes. Cheap: no
+/// cryptography and no payload decoding.
+pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>, JwsError> {
+    let mut parts = compact.split('.');
+    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(JwsError::Malformed("expected three '.'-separated parts"));
+    };
+    if h.len() > MAX_HEADER_BYTES * 4 / 3 + 4 {
+        return Err(JwsError::Malformed("protected header too large"));
+    }
+    let header_bytes =
+        URL_SAFE_NO_PAD.decode(h).map_err(|_| JwsError::Malformed("header is not base64url"))?;
+    let header: Header = serde_json::from_slice(&header_bytes)
+        .map_err(|e| JwsError::Header(format!("not a JSON object of alg, kid, typ: {e}")))?;
+    if header.alg != "EdDSA" {
+        return Err(JwsError::Header(format!("alg {:?} is not EdDSA", header.alg)));
+    }
+    if header.typ != expected_typ {
+        return Err(JwsError::Header(format!("typ {:?} is not {expected_typ:?}", header.typ)));
+    }
+    let sig_bytes =
+        URL_SAFE_NO_PAD.decode(s).map_err(|_| JwsError::Malformed("signature is not base64url"))?;
+    let sig_bytes: [u8; 64] =
+        sig_bytes.try_into().map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
+    Ok(Unverified {
+        header,
+        signing_input: &compact[..h.len() + 1 + p.len()],
+        payload_b64: p,
+        signature: Signature::from_bytes(&sig_bytes),
+    })
+}
+
+impl Unverified<'_> {
+    /// The key id the signer claims; look the key up with it.
+    pub fn kid(&self) -> &str {
+        &self.header.kid
+    }
+
+    /// Verifies the signature strictly with `key` and returns the decoded payload.
+    pub fn verify(&self, key: &VerifyingKey) -> Result<Vec<u8>, JwsError> {
+        key.verify_strict(self.signing_input.as_bytes(), &self.signature)
+            .map_err(|_| JwsError::BadSignature(self.header.kid.clone()))?;
+        URL_SAFE_NO_PAD
+            .decode(self.payload_b64)
+            .map_err(|_| JwsError::Malformed("payload is not base64url"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{TYP_HEARTBEAT, keys};
+
+    #[test]
+    fn signed_payload_verifies_and_round_trips() {
+        let key = keys::generate();
+        let jws = sign(&key, TYP_HEARTBEAT, b"{\"a\":1}");
+        let parsed = parse(&jws, TYP_HEARTBEAT).unwrap();
+        assert_eq!(parsed.kid(), KeyId::of(&key.verifying_key()).as_str());
+        assert_eq!(parsed.verify(&key.verifying_key()).unwrap(), b"{\"a\":1}");
+    }
+
+    #[test]
+    fn other_key_fails_verification() {
+        let key = keys::generate();
+        let jws = sign(&key, TYP_HEARTBEAT, b"x");
+        let other = keys::generate().verifying_key();
+        let err = parse(&jws, TYP_HEARTBEAT).unwrap().verify(&other).unwrap_err();
+        assert!(matches!(err, JwsError::BadSignature(_)));
+    }
+
+    #[test]
+    fn wrong_typ_alg_or_extra_header_members_are_refused() {
+        let key = keys::generate();
+        let jws = sign(&key, TYP_HEARTBEAT, b"x");
+        assert!(matches!(parse(&jws, "other"), Err(JwsError::Header(_))));
+        let rest = jws.split_once('.').unwrap().1;
+        for header in [
+            r#"{"alg":"none","kid":"k","typ":"fleetpulse-heartbeat+jws"}"#,
+            r#"{"alg":"EdDSA","kid":"k","typ":"fleetpulse-heartbeat+jws","crit":["b64"],"b64":false}"#,
+        ] {
+            let forged = format!("{}.{rest}", URL_SAFE_NO_PAD.encode(header));
+            assert!(matches!(parse(&forged, TYP_HEARTBEAT), Err(JwsError::Header(_))), "{header}");
+        }
+    }
+
+    #[test]
+    fn structural_garbage_is_malformed() {
+        for s in ["", "a.b", "a.b.c.d", "!!.b.c", "e30.e30.AAAA"] {
+            assert!(parse(s, TYP_HEARTBEAT).is_err(), "{s}");
+        }
+    }
+}

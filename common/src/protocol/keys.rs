@@ -1,0 +1,105 @@
+//! Ed25519 keys: generation, PKCS#8 PEM storage, the base64url public-key form used in
+//! `spec.agent.publicKeys`, and key ids (RFC 7638 JWK thumbprints).
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, spki::der::pem::LineEnding};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use sha2::{Digest, Sha256};
+
+/// A key could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The public key is not 32 bytes of base64url.
+    #[error("public key {0:?} is not 43 characters of base64url (a raw Ed25519 key)")]
+    PublicKeyEncoding(String),
+    /// The bytes are not a valid Ed25519 point.
+    #[error("public key {0:?} is not a valid Ed25519 public key")]
+    PublicKeyPoint(String),
+    /// The private key PEM could not be parsed.
+    #[error("private key is not an Ed25519 PKCS#8 PEM ('BEGIN PRIVATE KEY'): {0}")]
+    PrivateKey(String),
+}
+
+/// A key id: the RFC 7638 thumbprint (SHA-256, base64url) of the key's JWK.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(pub String);
+
+impl KeyId {
+    /// The key id of a public key.
+    pub fn of(key: &VerifyingKey) -> Self {
+        // RFC 7638 §3.2: required members only, lexicographic order, no whitespace.
+        let jwk = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, public_key_string(key));
+        KeyId(URL_SAFE_NO_PAD.encode(Sha256::digest(jwk.as_bytes())))
+    }
+
+    /// The string form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for KeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Generates a new key from the operating system's random source.
+pub fn generate() -> SigningKey {
+    SigningKey::generate(&mut rand::rngs::OsRng)
+}
+
+/// The public key as written in `spec.agent.publicKeys[].publicKey`: base64url, no padding.
+pub fn public_key_string(key: &VerifyingKey) -> String {
+    URL_SAFE_NO_PAD.encode(key.as_bytes())
+}
+
+/// Parses the `spec.agent.publicKeys[].publicKey` form.
+pub fn parse_public_key(s: &str) -> Result<VerifyingKey, KeyError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(s.trim())
+        .map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
+    let bytes: [u8; 32] =
+        bytes.try_into().map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::PublicKeyPoint(s.to_owned()))
+}
+
+/// Encodes a private key as PKCS#8 PEM.
+pub fn to_pem(key: &SigningKey) -> String {
+    key.to_pkcs8_pem(LineEnding::LF).expect("an Ed25519 key always encodes as PKCS#8").to_string()
+}
+
+/// Reads a PKCS#8 PEM private key.
+pub fn from_pem(pem: &str) -> Result<SigningKey, KeyError> {
+    SigningKey::from_pkcs8_pem(pem).map_err(|e| KeyError::PrivateKey(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_and_public_key_round_trip() {
+        let key = generate();
+        let back = from_pem(&to_pem(&key)).unwrap();
+        assert_eq!(back.to_bytes(), key.to_bytes());
+        let public = public_key_string(&key.verifying_key());
+        assert_eq!(public.len(), 43);
+        assert_eq!(parse_public_key(&public).unwrap(), key.verifying_key());
+    }
+
+    #[test]
+    fn key_id_matches_rfc8037_appendix_a3() {
+        // RFC 8037 A.3: the thumbprint of the A.2 public key.
+        let key = parse_public_key("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo").unwrap();
+        assert_eq!(KeyId::of(&key).as_str(), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+    }
+
+    #[test]
+    fn malformed_public_keys_are_rejected() {
+        assert!(parse_public_key("abc").is_err());
+        assert!(parse_public_key(&"A".repeat(44)).is_err());
+        assert!(from_pem("-----BEGIN PRIVATE KEY-----\nxx\n-----END PRIVATE KEY-----\n").is_err());
+    }
+}

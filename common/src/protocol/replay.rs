@@ -1,0 +1,125 @@
+//! The replay rules, as a pure function: a report is admitted only if it is addressed to
+//! this hub and to the cluster in the URL, is fresh, and its `(incarnation, seq)` is above
+//! the last one accepted for its key.
+
+use serde::{Deserialize, Serialize};
+
+use super::errors::RejectCode;
+use super::report::{ClusterId, HeartbeatReport};
+
+/// A point in a key's report sequence, ordered by incarnation, then seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Position {
+    /// Agent boot id.
+    pub incarnation: u64,
+    /// Sequence number within the incarnation.
+    pub seq: u64,
+}
+
+/// How fresh a report must be. Clocks differ; this only bounds how long a captured report
+/// could be replayed against a hub that lost its sequence state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freshness {
+    /// Tolerated difference between agent and hub clocks, in seconds (default 120).
+    pub max_clock_skew_secs: i64,
+    /// Longest allowed `exp - iat`, in seconds (default 600).
+    pub max_lifetime_secs: i64,
+}
+
+impl Default for Freshness {
+    fn default() -> Self {
+        Self { max_clock_skew_secs: 120, max_lifetime_secs: 600 }
+    }
+}
+
+/// A report refused by the replay rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// Stable code.
+    pub code: RejectCode,
+    /// What failed and what to do.
+    pub message: String,
+    /// The last accepted position, for sequence rejections.
+    pub last_accepted: Option<Position>,
+}
+
+fn reject(code: RejectCode, message: String) -> Rejection {
+    Rejection { code, message, last_accepted: None }
+}
+
+/// Admits `report` for `cluster` on the hub named `audience` at `now_unix` (hub clock),
+/// given the `last` accepted position for the signing key. Returns the position to record.
+pub fn admit(
+    report: &HeartbeatReport,
+    audience: &str,
+    cluster: &ClusterId,
+    last: Option<Position>,
+    now_unix: i64,
+    freshness: Freshness,
+) -> Result<Position, Rejection> {
+    if report.aud != audience {
+        return Err(reject(
+            RejectCode::WrongAudience,
+            format!(
+                "report is addressed to hub {:?}, this hub is {audience:?}; set the agent's \
+                 --audience to this hub's",
+                report.aud
+            ),
+        ));
+    }
+    if report.cluster != *cluster {
+        return Err(reject(
+            RejectCode::ClusterMismatch,
+            format!("report is about {} but was sent for {cluster}", report.cluster),
+        ));
+    }
+    check_fresh(report.iat, report.exp, now_unix, freshness)?;
+    let pos = Position { incarnation: report.incarnation, seq: report.seq };
+    match last {
+        Some(last) if pos == last => Err(Rejection {
+            code: RejectCode::Replayed,
+            message: format!(
+                "report (incarnation {}, seq {}) was already accepted",
+                pos.incarnation, pos.seq
+            ),
+            last_accepted: Some(last),
+        }),
+        Some(last) if pos < last => Err(Rejection {
+            code: RejectCode::StaleSequence,
+            message: format!(
+                "report (incarnation {}, seq {}) is older than the last accepted (incarnation \
+                 {}, seq {}); an agent restarts with a higher incarnation",
+                pos.incarnation, pos.seq, last.incarnation, last.seq
+            ),
+            last_accepted: Some(last),
+        }),
+        _ => Ok(pos),
+    }
+}
+
+/// The freshness window on `iat`/`exp`, shared by reports and config requests.
+pub fn check_fresh(iat: i64, exp: i64, now_unix: i64, f: Freshness) -> Result<(), Rejection> {
+    let expired = |why: String| reject(RejectCode::ReportExpired, why);
+    if exp <= iat || exp - iat > f.max_lifetime_secs {
+        return Err(expired(format!(
+            "exp - iat = {}s must be between 1 and {}s",
+            exp - iat,
+            f.max_lifetime_secs
+        )));
+    }
+    if iat > now_unix + f.max_clock_skew_secs {
+        return Err(expired(format!(
+            "issued {}s in the future by the hub's clock (tolerance {}s); fix the agent's clock",
+            iat - now_unix,
+            f.max_clock_skew_secs
+        )));
+    }
+    if exp < now_unix - f.max_clock_skew_secs {
+        return Err(expired(format!(
+            "expired {}s ago by the hub's clock (tolerance {}s); fix the agent's clock",
+            now_unix - exp,
+            f.max_clock_skew_secs
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! The messages: the heartbeat report an agent signs, the hub's answer, the signed config
+//! request and the effective config the hub serves.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::limits::{MAX_CHECKS, MAX_MESSAGE_BYTES};
+use crate::api::{CheckKind, CheckPhase, ClusterCheck};
+
+/// The report schema version this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A MemberCluster's namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClusterId {
+    /// Namespace of the MemberCluster on the hub.
+    pub namespace: String,
+    /// Name of the MemberCluster.
+    pub name: String,
+}
+
+impl ClusterId {
+    /// Builds an id.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { namespace: namespace.into(), name: name.into() }
+    }
+
+    /// Parses `namespace/name`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(Self::new(ns, name))
+            }
+            _ => Err(format!("{s:?} is not NAMESPACE/NAME of a MemberCluster on the hub")),
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The signed heartbeat report (the JWS payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The hub's identity (its `--audience`), against replay on another hub.
+    pub aud: String,
+    /// Which MemberCluster this report is about.
+    pub cluster: ClusterId,
+    /// UID of the managed cluster (its `kube-system` namespace UID, or a configured value).
+    pub cluster_uid: String,
+    /// Agent version.
+    pub agent_version: String,
+    /// Agent boot id: grows across agent restarts (milliseconds since the epoch at start,
+    /// raised above the hub's last accepted one if the clock went backwards).
+    pub incarnation: u64,
+    /// Strictly increasing within an incarnation.
+    pub seq: u64,
+    /// Issued at, seconds since the epoch (freshness only; liveness uses the hub's clock).
+    pub iat: i64,
+    /// Expires at, seconds since the epoch.
+    pub exp: i64,
+    /// The heartbeat interval the agent runs at, in seconds.
+    pub interval_seconds: u32,
+    /// The config generation the agent has applied (0: none yet).
+    pub config_generation: u64,
+    /// Check results.
+    #[serde(default)]
+    pub checks: Vec<CheckResult>,
+    /// Summary of the check results.
+    pub summary: Summary,
+}
+
+/// One check's result as the agent judges it (thresholds already applied).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    /// Check name.
+    pub name: String,
+    /// Check kind.
+    pub kind: CheckKind,
+    /// Readiness or liveness.
+    pub phase: CheckPhase,
+    /// Whether the check counts as passing.
+    pub passing: bool,
+    /// What the check said (at most [`MAX_MESSAGE_BYTES`]).
+    #[serde(default)]
+    pub message: String,
+    /// Since when `passing` has had its value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    /// Consecutive failed runs.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// Success rate over the window, for pod checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_rate_percent: Option<f64>,
+}
+
+/// Summary of a report's checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Every readiness check passes.
+    pub ready: bool,
+    /// Every liveness check passes.
+    pub live: bool,
+    /// Passing checks.
+    pub passing: u32,
+    /// Failing checks.
+    pub failing: u32,
+}
+
+impl Summary {
+    /// Summarizes check results.
+    pub fn of(checks: &[CheckResult]) -> Self {
+        let passing = checks.iter().filter(|c| c.passing).count() as u32;
+        Summary {
+            ready: checks.iter().filter(|c| c.phase == CheckPhase::Readiness).all(|c| c.passing),
+            live: checks.iter().filter(|c| c.phase == CheckPhase::Liveness).all(|c| c.passing),
+            passing,
+            failing: checks.len() as u32 - passing,
+        }
+    }
+}
+
+impl HeartbeatReport {
+    /// Checks the schema version and the size limits; the error says which.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(format!(
+                "schemaVersion {} is not supported (this hub reads {SCHEMA_VERSION}); upgrade \
+                 the hub or run a matching agent",
+                self.schema_version
+            ));
+        }
+        if self.checks.len() > MAX_CHECKS {
+            return Err(format!("{} checks exceed the limit of {MAX_CHECKS}", self.checks.len()));
+        }
+        if let Some(c) = self.checks.iter().find(|c| c.message.len() > MAX_MESSAGE_BYTES) {
+            return Err(format!(
+                "message of check {:?} exceeds {MAX_MESSAGE_BYTES} bytes",
+                c.name
+            ));
+        }
+        if self.interval_seconds == 0 {
+            return Err("intervalSeconds must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The hub's answer to an accepted heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatAnswer {
+    /// The incarnation accepted.
+    pub incarnation: u64,
+    /// The seq accepted.
+    pub accepted_seq: u64,
+    /// The current generation of the cluster's effective config; pull it when it differs
+    /// from the one applied.
+    pub config_generation: u64,
+    /// The interval the hub wants, in seconds.
+    pub interval_seconds: u32,
+}
+
+/// The payload of a signed config request (`Authorization: FleetPulse-JWS <jws>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRequest {
+    /// The hub's identity.
+    pub aud: String,
+    /// Which cluster's config.
+    pub cluster: ClusterId,
+    /// Issued at, seconds since the epoch.
+    pub iat: i64,
+    /// Expires at, seconds since the epoch.
+    pub exp: i64,
+}
+
+/// A cluster's effective config: its own checks merged with its HealthPolicies'.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    /// Generation of this config.
+    pub generation: u64,
+    /// Heartbeat interval, in seconds.
+    pub interval_seconds: u32,
+    /// Readiness checks.
+    #[serde(default)]
+    pub readiness_checks: Vec<ClusterCheck>,
+    /// Liveness checks.
+    #[serde(default)]
+    pub liveness_checks: Vec<ClusterCheck>,
+}
