@@ -12,13 +12,17 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     let mut total = 0f64;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         if num_len == 0 {
             return Err(bad());
         }
         let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,

@@ -30,7 +30,10 @@ pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
 /// True if the selector has neither labels nor expressions.
 pub fn is_empty(selector: &LabelSelector) -> bool {
     selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && selector.match_expressions.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|m| m.is_empty())
 }
 
 #[cfg(test)]
@@ -39,7 +42,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
@@ -61,9 +67,18 @@ mod tests {
             ]),
         };
         assert!(matches(&sel, &labels(&[("env", "prod"), ("region", "eu")])));
-        assert!(!matches(&sel, &labels(&[("env", "prod"), ("region", "ap")])));
-        assert!(!matches(&sel, &labels(&[("env", "prod"), ("region", "eu"), ("tier", "db")])));
-        assert!(!matches(&sel, &labels(&[("env", "prod"), ("region", "eu"), ("canary", "1")])));
+        assert!(!matches(
+            &sel,
+            &labels(&[("env", "prod"), ("region", "ap")])
+        ));
+        assert!(!matches(
+            &sel,
+            &labels(&[("env", "prod"), ("region", "eu"), ("tier", "db")])
+        ));
+        assert!(!matches(
+            &sel,
+            &labels(&[("env", "prod"), ("region", "eu"), ("canary", "1")])
+        ));
         assert!(!matches(&sel, &labels(&[("region", "eu")])));
     }
 
@@ -71,7 +86,10 @@ mod tests {
     fn empty_selector_matches_everything_and_unknown_operator_nothing() {
         assert!(matches(&LabelSelector::default(), &labels(&[])));
         assert!(is_empty(&LabelSelector::default()));
-        let sel = LabelSelector { match_expressions: Some(vec![expr("a", "Like", &[])]), ..Default::default() };
+        let sel = LabelSelector {
+            match_expressions: Some(vec![expr("a", "Like", &[])]),
+            ..Default::default()
+        };
         assert!(!matches(&sel, &labels(&[("a", "b")])));
     }
 }

@@ -1,1 +1,21 @@
-//! x
+//! fleetpulse-hub: verifies signed heartbeats from agents, detects failed clusters, keeps
+//! each cluster's health, and serves it on a read API.
+//!
+//! - [`detector`] and [`health`]: the pure decisions (failure detector, health state
+//!   machine).
+//! - [`fleet`]: desired state plus per-cluster runtime state.
+//! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
+//! - [`store`]: durable state (embedded SQLite).
+//! - [`embedded`]: reading manifests from a directory, the default mode.
+//! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
+//! - [`cli`]: the command line (`serve`, `crds`, `get`).
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod detector;
+pub mod embedded;
+pub mod fleet;
+pub mod health;
+pub mod ingest;
+pub mod server;
+pub mod store;

@@ -23,7 +23,10 @@ use serde::{Deserialize, Serialize};
 }]))]
 pub struct ClusterCheck {
     /// Name of the check, unique within the cluster's effective check list. Shown in status.
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: String,
 
     /// How often to run the check, in seconds. Defaults to the heartbeat interval.

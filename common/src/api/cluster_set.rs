@@ -20,9 +20,21 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default",
     printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
-    printcolumn(name = "Selected", type_ = "string", json_path = ".status.selectedClusterRefs[*].name"),
-    printcolumn(name = "Satisfied", type_ = "string", json_path = r#".status.conditions[?(@.type=="Satisfied")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Selected",
+        type_ = "string",
+        json_path = ".status.selectedClusterRefs[*].name"
+    ),
+    printcolumn(
+        name = "Satisfied",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Satisfied")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSetSpec {
@@ -43,9 +55,21 @@ pub struct ClusterSetSpec {
     derive = "PartialEq",
     derive = "Default",
     printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
-    printcolumn(name = "Selected", type_ = "string", json_path = ".status.selectedClusterRefs[*].name"),
-    printcolumn(name = "Satisfied", type_ = "string", json_path = r#".status.conditions[?(@.type=="Satisfied")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Selected",
+        type_ = "string",
+        json_path = ".status.selectedClusterRefs[*].name"
+    ),
+    printcolumn(
+        name = "Satisfied",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Satisfied")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SetSpec {
@@ -70,7 +94,9 @@ fn default_max_replicas() -> u32 {
 }
 
 /// A reference to a MemberCluster (Sveltos' ObjectReference shape pastes in).
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterRef {
     /// API version of the referent (informational).

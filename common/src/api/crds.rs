@@ -8,7 +8,12 @@ use super::{ClusterSet, HealthPolicy, MemberCluster, Set};
 
 /// Every fleetpulse CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![MemberCluster::crd(), ClusterSet::crd(), Set::crd(), HealthPolicy::crd()]
+    vec![
+        MemberCluster::crd(),
+        ClusterSet::crd(),
+        Set::crd(),
+        HealthPolicy::crd(),
+    ]
 }
 
 /// Every CRD as one multi-document YAML stream.
@@ -29,9 +34,19 @@ mod tests {
     fn crds_are_structural_and_carry_printer_columns() {
         for crd in all() {
             let version = &crd.spec.versions[0];
-            assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+            assert!(
+                version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some()
+            );
             let schema = serde_json::to_value(&version.schema).unwrap();
-            assert_eq!(schema["openAPIV3Schema"]["type"], "object", "{}", crd.spec.names.kind);
+            assert_eq!(
+                schema["openAPIV3Schema"]["type"], "object",
+                "{}",
+                crd.spec.names.kind
+            );
         }
         let mc = MemberCluster::crd();
         let cols: Vec<_> = mc.spec.versions[0]
@@ -40,7 +55,10 @@ mod tests {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(cols, ["Reachable", "Ready", "Healthy", "Since", "Reason", "Age"]);
+        assert_eq!(
+            cols,
+            ["Reachable", "Ready", "Healthy", "Since", "Reason", "Age"]
+        );
     }
 
     #[test]

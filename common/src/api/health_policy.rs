@@ -24,8 +24,16 @@ use super::ClusterCheck;
     category = "fleetpulse",
     derive = "PartialEq",
     derive = "Default",
-    printcolumn(name = "Clusters", type_ = "integer", json_path = ".status.matchedClusters"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Clusters",
+        type_ = "integer",
+        json_path = ".status.matchedClusters"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct HealthPolicySpec {

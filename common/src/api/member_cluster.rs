@@ -20,12 +20,38 @@ use super::{CheckKind, ClusterCheck};
     category = "fleetpulse",
     derive = "PartialEq",
     derive = "Default",
-    printcolumn(name = "Reachable", type_ = "string", json_path = r#".status.conditions[?(@.type=="Reachable")].status"#),
-    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
-    printcolumn(name = "Healthy", type_ = "string", json_path = r#".status.conditions[?(@.type=="Healthy")].status"#),
-    printcolumn(name = "Since", type_ = "date", json_path = r#".status.conditions[?(@.type=="Healthy")].lastTransitionTime"#, description = "when Healthy last changed"),
-    printcolumn(name = "Reason", type_ = "string", json_path = r#".status.conditions[?(@.type=="Healthy")].reason"#, priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Reachable",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Reachable")].status"#
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Healthy",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Healthy")].status"#
+    ),
+    printcolumn(
+        name = "Since",
+        type_ = "date",
+        json_path = r#".status.conditions[?(@.type=="Healthy")].lastTransitionTime"#,
+        description = "when Healthy last changed"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Healthy")].reason"#,
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MemberClusterSpec {
@@ -76,7 +102,10 @@ fn default_grace() -> u32 {
 
 impl Default for HeartbeatSpec {
     fn default() -> Self {
-        Self { interval_seconds: default_interval(), grace_period_seconds: default_grace() }
+        Self {
+            interval_seconds: default_interval(),
+            grace_period_seconds: default_grace(),
+        }
     }
 }
 

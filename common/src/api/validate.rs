@@ -18,7 +18,10 @@ pub struct ValidationError {
 }
 
 fn err(field: impl Into<String>, problem: impl Into<String>) -> ValidationError {
-    ValidationError { field: field.into(), problem: problem.into() }
+    ValidationError {
+        field: field.into(),
+        problem: problem.into(),
+    }
 }
 
 impl MemberClusterSpec {
@@ -26,7 +29,10 @@ impl MemberClusterSpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         let hb = &self.heartbeat;
         if !(1..=3600).contains(&hb.interval_seconds) {
-            return Err(err("spec.heartbeat.intervalSeconds", "must be between 1 and 3600"));
+            return Err(err(
+                "spec.heartbeat.intervalSeconds",
+                "must be between 1 and 3600",
+            ));
         }
         if hb.grace_period_seconds <= hb.interval_seconds {
             return Err(err(
@@ -75,13 +81,21 @@ fn validate_checks(
         .iter()
         .enumerate()
         .map(|(i, c)| (format!("spec.readinessChecks[{i}]"), c))
-        .chain(liveness.iter().enumerate().map(|(i, c)| (format!("spec.livenessChecks[{i}]"), c)));
+        .chain(
+            liveness
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.livenessChecks[{i}]"), c)),
+        );
     for (path, check) in all {
         check.validate(&path)?;
         if !names.insert(check.name.as_str()) {
             return Err(err(
                 format!("{path}.name"),
-                format!("check name {:?} is used twice; names must be unique", check.name),
+                format!(
+                    "check name {:?} is used twice; names must be unique",
+                    check.name
+                ),
             ));
         }
     }
@@ -93,13 +107,19 @@ impl ClusterCheck {
     pub fn validate(&self, path: &str) -> Result<(), ValidationError> {
         let valid_name = !self.name.is_empty()
             && self.name.len() <= 63
-            && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !self.name.starts_with('-')
             && !self.name.ends_with('-');
         if !valid_name {
             return Err(err(
                 format!("{path}.name"),
-                format!("{:?} is not a DNS label (lowercase letters, digits, '-')", self.name),
+                format!(
+                    "{:?} is not a DNS label (lowercase letters, digits, '-')",
+                    self.name
+                ),
             ));
         }
         let kinds = self.kinds();
@@ -114,7 +134,10 @@ impl ClusterCheck {
             ));
         }
         if self.for_.is_some() && self.duration.is_some() {
-            return Err(err(path, "`for` and `duration` mean the same; set only one"));
+            return Err(err(
+                path,
+                "`for` and `duration` mean the same; set only one",
+            ));
         }
         for (field, value) in [("for", &self.for_), ("duration", &self.duration)] {
             if let Some(v) = value {
@@ -133,7 +156,10 @@ mod tests {
     #[test]
     fn grace_not_longer_than_interval_is_rejected_with_the_fix() {
         let spec = MemberClusterSpec {
-            heartbeat: HeartbeatSpec { interval_seconds: 10, grace_period_seconds: 10 },
+            heartbeat: HeartbeatSpec {
+                interval_seconds: 10,
+                grace_period_seconds: 10,
+            },
             ..Default::default()
         };
         let e = spec.validate().unwrap_err();
@@ -149,7 +175,10 @@ mod tests {
             tcp: Some(Default::default()),
             ..Default::default()
         };
-        let spec = MemberClusterSpec { liveness_checks: vec![check], ..Default::default() };
+        let spec = MemberClusterSpec {
+            liveness_checks: vec![check],
+            ..Default::default()
+        };
         let e = spec.validate().unwrap_err();
         assert_eq!(e.field, "spec.livenessChecks[0]");
     }
@@ -166,7 +195,10 @@ mod tests {
             liveness_checks: vec![check],
             ..Default::default()
         };
-        assert_eq!(spec.validate().unwrap_err().field, "spec.livenessChecks[0].name");
+        assert_eq!(
+            spec.validate().unwrap_err().field,
+            "spec.livenessChecks[0].name"
+        );
     }
 
     #[test]
@@ -176,6 +208,9 @@ mod tests {
             public_key: "not-a-key".into(),
             revoked: false,
         });
-        assert_eq!(spec.validate().unwrap_err().field, "spec.agent.publicKeys[0].publicKey");
+        assert_eq!(
+            spec.validate().unwrap_err().field,
+            "spec.agent.publicKeys[0].publicKey"
+        );
     }
 }

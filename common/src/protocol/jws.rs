@@ -71,27 +71,37 @@ pub struct Unverified<'a> {
 /// cryptography and no payload decoding.
 pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>, JwsError> {
     let mut parts = compact.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(JwsError::Malformed("expected three '.'-separated parts"));
     };
     if h.len() > MAX_HEADER_BYTES * 4 / 3 + 4 {
         return Err(JwsError::Malformed("protected header too large"));
     }
-    let header_bytes =
-        URL_SAFE_NO_PAD.decode(h).map_err(|_| JwsError::Malformed("header is not base64url"))?;
+    let header_bytes = URL_SAFE_NO_PAD
+        .decode(h)
+        .map_err(|_| JwsError::Malformed("header is not base64url"))?;
     let header: Header = serde_json::from_slice(&header_bytes)
         .map_err(|e| JwsError::Header(format!("not a JSON object of alg, kid, typ: {e}")))?;
     if header.alg != "EdDSA" {
-        return Err(JwsError::Header(format!("alg {:?} is not EdDSA", header.alg)));
+        return Err(JwsError::Header(format!(
+            "alg {:?} is not EdDSA",
+            header.alg
+        )));
     }
     if header.typ != expected_typ {
-        return Err(JwsError::Header(format!("typ {:?} is not {expected_typ:?}", header.typ)));
+        return Err(JwsError::Header(format!(
+            "typ {:?} is not {expected_typ:?}",
+            header.typ
+        )));
     }
-    let sig_bytes =
-        URL_SAFE_NO_PAD.decode(s).map_err(|_| JwsError::Malformed("signature is not base64url"))?;
-    let sig_bytes: [u8; 64] =
-        sig_bytes.try_into().map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
+    let sig_bytes = URL_SAFE_NO_PAD
+        .decode(s)
+        .map_err(|_| JwsError::Malformed("signature is not base64url"))?;
+    let sig_bytes: [u8; 64] = sig_bytes
+        .try_into()
+        .map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
     Ok(Unverified {
         header,
         signing_input: &compact[..h.len() + 1 + p.len()],
@@ -135,7 +145,10 @@ mod tests {
         let key = keys::generate();
         let jws = sign(&key, TYP_HEARTBEAT, b"x");
         let other = keys::generate().verifying_key();
-        let err = parse(&jws, TYP_HEARTBEAT).unwrap().verify(&other).unwrap_err();
+        let err = parse(&jws, TYP_HEARTBEAT)
+            .unwrap()
+            .verify(&other)
+            .unwrap_err();
         assert!(matches!(err, JwsError::BadSignature(_)));
     }
 
@@ -150,7 +163,10 @@ mod tests {
             r#"{"alg":"EdDSA","kid":"k","typ":"fleetpulse-heartbeat+jws","crit":["b64"],"b64":false}"#,
         ] {
             let forged = format!("{}.{rest}", URL_SAFE_NO_PAD.encode(header));
-            assert!(matches!(parse(&forged, TYP_HEARTBEAT), Err(JwsError::Header(_))), "{header}");
+            assert!(
+                matches!(parse(&forged, TYP_HEARTBEAT), Err(JwsError::Header(_))),
+                "{header}"
+            );
         }
     }
 

@@ -29,7 +29,10 @@ impl KeyId {
     /// The key id of a public key.
     pub fn of(key: &VerifyingKey) -> Self {
         // RFC 7638 §3.2: required members only, lexicographic order, no whitespace.
-        let jwk = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, public_key_string(key));
+        let jwk = format!(
+            r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+            public_key_string(key)
+        );
         KeyId(URL_SAFE_NO_PAD.encode(Sha256::digest(jwk.as_bytes())))
     }
 
@@ -60,14 +63,17 @@ pub fn parse_public_key(s: &str) -> Result<VerifyingKey, KeyError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(s.trim())
         .map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
-    let bytes: [u8; 32] =
-        bytes.try_into().map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
     VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::PublicKeyPoint(s.to_owned()))
 }
 
 /// Encodes a private key as PKCS#8 PEM.
 pub fn to_pem(key: &SigningKey) -> String {
-    key.to_pkcs8_pem(LineEnding::LF).expect("an Ed25519 key always encodes as PKCS#8").to_string()
+    key.to_pkcs8_pem(LineEnding::LF)
+        .expect("an Ed25519 key always encodes as PKCS#8")
+        .to_string()
 }
 
 /// Reads a PKCS#8 PEM private key.
@@ -93,7 +99,10 @@ mod tests {
     fn key_id_matches_rfc8037_appendix_a3() {
         // RFC 8037 A.3: the thumbprint of the A.2 public key.
         let key = parse_public_key("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo").unwrap();
-        assert_eq!(KeyId::of(&key).as_str(), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+        assert_eq!(
+            KeyId::of(&key).as_str(),
+            "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+        );
     }
 
     #[test]

@@ -28,7 +28,10 @@ pub struct Freshness {
 
 impl Default for Freshness {
     fn default() -> Self {
-        Self { max_clock_skew_secs: 120, max_lifetime_secs: 600 }
+        Self {
+            max_clock_skew_secs: 120,
+            max_lifetime_secs: 600,
+        }
     }
 }
 
@@ -44,7 +47,11 @@ pub struct Rejection {
 }
 
 fn reject(code: RejectCode, message: String) -> Rejection {
-    Rejection { code, message, last_accepted: None }
+    Rejection {
+        code,
+        message,
+        last_accepted: None,
+    }
 }
 
 /// Admits `report` for `cluster` on the hub named `audience` at `now_unix` (hub clock),
@@ -70,11 +77,17 @@ pub fn admit(
     if report.cluster != *cluster {
         return Err(reject(
             RejectCode::ClusterMismatch,
-            format!("report is about {} but was sent for {cluster}", report.cluster),
+            format!(
+                "report is about {} but was sent for {cluster}",
+                report.cluster
+            ),
         ));
     }
     check_fresh(report.iat, report.exp, now_unix, freshness)?;
-    let pos = Position { incarnation: report.incarnation, seq: report.seq };
+    let pos = Position {
+        incarnation: report.incarnation,
+        seq: report.seq,
+    };
     match last {
         Some(last) if pos == last => Err(Rejection {
             code: RejectCode::Replayed,

@@ -22,7 +22,10 @@ pub struct ClusterId {
 impl ClusterId {
     /// Builds an id.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 
     /// Parses `namespace/name`.
@@ -31,7 +34,9 @@ impl ClusterId {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
                 Ok(Self::new(ns, name))
             }
-            _ => Err(format!("{s:?} is not NAMESPACE/NAME of a MemberCluster on the hub")),
+            _ => Err(format!(
+                "{s:?} is not NAMESPACE/NAME of a MemberCluster on the hub"
+            )),
         }
     }
 }
@@ -121,8 +126,14 @@ impl Summary {
     pub fn of(checks: &[CheckResult]) -> Self {
         let passing = checks.iter().filter(|c| c.passing).count() as u32;
         Summary {
-            ready: checks.iter().filter(|c| c.phase == CheckPhase::Readiness).all(|c| c.passing),
-            live: checks.iter().filter(|c| c.phase == CheckPhase::Liveness).all(|c| c.passing),
+            ready: checks
+                .iter()
+                .filter(|c| c.phase == CheckPhase::Readiness)
+                .all(|c| c.passing),
+            live: checks
+                .iter()
+                .filter(|c| c.phase == CheckPhase::Liveness)
+                .all(|c| c.passing),
             passing,
             failing: checks.len() as u32 - passing,
         }
@@ -140,9 +151,16 @@ impl HeartbeatReport {
             ));
         }
         if self.checks.len() > MAX_CHECKS {
-            return Err(format!("{} checks exceed the limit of {MAX_CHECKS}", self.checks.len()));
+            return Err(format!(
+                "{} checks exceed the limit of {MAX_CHECKS}",
+                self.checks.len()
+            ));
         }
-        if let Some(c) = self.checks.iter().find(|c| c.message.len() > MAX_MESSAGE_BYTES) {
+        if let Some(c) = self
+            .checks
+            .iter()
+            .find(|c| c.message.len() > MAX_MESSAGE_BYTES)
+        {
             return Err(format!(
                 "message of check {:?} exceeds {MAX_MESSAGE_BYTES} bytes",
                 c.name

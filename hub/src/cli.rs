@@ -1,0 +1,171 @@
+//! The `fleetpulse-hub` command line: `serve`, `crds`, `get`.
+
+pub mod get;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use fleetpulse_common::protocol::replay::Freshness;
+
+use crate::health::Debounce;
+use crate::server::{Hub, HubOptions};
+
+/// fleetpulse hub: verifies signed heartbeats from cluster agents and keeps each cluster's
+/// health.
+#[derive(Debug, Parser)]
+#[command(name = "fleetpulse-hub", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(long, global = true, env = "FLEETPULSE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub (embedded mode: objects from --manifests, state under --data).
+    Serve(ServeArgs),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crds,
+    /// Show objects and their health from a running hub.
+    Get(get::GetArgs),
+}
+
+/// `serve` flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Directory of MemberCluster / ClusterSet / Set / HealthPolicy YAML (rescanned on change).
+    #[arg(long, env = "FLEETPULSE_MANIFESTS")]
+    pub manifests: PathBuf,
+    /// Directory for the embedded store (created if missing).
+    #[arg(long, env = "FLEETPULSE_DATA")]
+    pub data: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "FLEETPULSE_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain for HTTPS.
+    #[arg(long, env = "FLEETPULSE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long, env = "FLEETPULSE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS. Development only: reports are still signed, but
+    /// the agent cannot authenticate the hub.
+    #[arg(long, env = "FLEETPULSE_INSECURE_HTTP", conflicts_with = "tls_cert")]
+    pub insecure_http: bool,
+    /// This hub's identity; agents must put it in each report's `aud`.
+    #[arg(long, env = "FLEETPULSE_AUDIENCE", default_value = "fleetpulse")]
+    pub audience: String,
+    /// Tolerated clock difference between agents and the hub, in seconds.
+    #[arg(long, env = "FLEETPULSE_MAX_CLOCK_SKEW_SECONDS", default_value_t = 120)]
+    pub max_clock_skew_seconds: i64,
+    /// Consecutive passing reports before an unhealthy cluster is Healthy again.
+    #[arg(long, env = "FLEETPULSE_HEALTHY_AFTER_REPORTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub healthy_after_reports: u32,
+    /// Consecutive reports with a failing liveness check before a cluster is unhealthy.
+    #[arg(long, env = "FLEETPULSE_UNHEALTHY_AFTER_REPORTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub unhealthy_after_reports: u32,
+    /// Seconds between flushes of accepted sequence numbers to the store.
+    #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub seq_flush_seconds: u64,
+}
+
+impl ServeArgs {
+    /// Hub options from the flags.
+    pub fn options(&self) -> HubOptions {
+        let mut o = HubOptions::new(self.manifests.clone(), self.data.clone(), self.listen);
+        o.tls = self.tls_cert.clone().zip(self.tls_key.clone());
+        o.insecure_http = self.insecure_http;
+        o.audience = self.audience.clone();
+        o.freshness = Freshness {
+            max_clock_skew_secs: self.max_clock_skew_seconds,
+            ..Freshness::default()
+        };
+        o.debounce = Debounce {
+            healthy_after: self.healthy_after_reports,
+            unhealthy_after: self.unhealthy_after_reports,
+        };
+        o.position_flush_interval = Duration::from_secs(self.seq_flush_seconds);
+        o
+    }
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    init_tracing(&cli.log_format);
+    match cli.command {
+        Command::Crds => {
+            print!("{}", fleetpulse_common::api::crds::to_yaml());
+            Ok(())
+        }
+        Command::Get(args) => get::run(args).await,
+        Command::Serve(args) => {
+            let hub = Hub::start(args.options()).await?;
+            hub.run_until(shutdown_signal()).await;
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn plain_http_and_tls_flags_conflict() {
+        let r = Cli::try_parse_from([
+            "fleetpulse-hub",
+            "serve",
+            "--manifests",
+            "m",
+            "--data",
+            "d",
+            "--insecure-http",
+            "--tls-cert",
+            "c",
+            "--tls-key",
+            "k",
+        ]);
+        assert!(r.is_err());
+    }
+}

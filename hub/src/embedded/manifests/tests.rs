@@ -1,0 +1,123 @@
+use std::fs;
+
+use super::*;
+
+fn cluster(name: &str) -> String {
+    format!(
+        "apiVersion: fleetpulse.io/v1alpha1\nkind: MemberCluster\nmetadata:\n  name: {name}\n  namespace: fleet\nspec: {{}}\n"
+    )
+}
+
+fn names(objects: &Objects) -> Vec<String> {
+    objects
+        .member_clusters
+        .iter()
+        .map(|m| m.metadata.name.clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn multi_document_files_in_subdirectories_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    fs::write(
+        dir.path().join("a.yaml"),
+        format!("{}---\n{}", cluster("a"), cluster("b")),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("sub/sets.yml"),
+        "apiVersion: fleetpulse.io/v1alpha1\nkind: ClusterSet\nmetadata: {name: prod}\nspec: {maxReplicas: 2}\n",
+    )
+    .unwrap();
+    fs::write(dir.path().join("README.md"), "not a manifest").unwrap();
+    let scan = ManifestDir::new(dir.path()).scan();
+    assert!(scan.errors.is_empty(), "{:?}", scan.errors);
+    assert!(scan.changed);
+    assert_eq!(names(&scan.objects), ["a", "b"]);
+    assert_eq!(scan.objects.cluster_sets[0].spec.set.max_replicas, 2);
+}
+
+#[test]
+fn a_broken_edit_keeps_the_last_good_objects_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.yaml");
+    fs::write(&file, cluster("a")).unwrap();
+    let mut watched = ManifestDir::new(dir.path());
+    assert_eq!(names(&watched.scan().objects), ["a"]);
+    fs::write(
+        &file,
+        "apiVersion: fleetpulse.io/v1alpha1\nkind: MemberCluster\nmetadata: [oops\n",
+    )
+    .unwrap();
+    let scan = watched.scan();
+    assert_eq!(names(&scan.objects), ["a"], "nothing lost");
+    assert_eq!(scan.errors.len(), 1);
+    assert_eq!(scan.errors[0].file, file);
+    let again = watched.scan();
+    assert!(
+        again.errors.is_empty() && !again.changed,
+        "reported once per edit"
+    );
+}
+
+#[test]
+fn invalid_spec_is_refused_with_the_field_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("a.yaml"),
+        format!(
+            "{}---\n{}",
+            cluster("ok"),
+            cluster("bad").replace(
+                "spec: {}",
+                "spec: {heartbeat: {intervalSeconds: 30, gracePeriodSeconds: 20}}"
+            )
+        ),
+    )
+    .unwrap();
+    let scan = ManifestDir::new(dir.path()).scan();
+    let e = &scan.errors[0];
+    assert_eq!(e.document, Some(2));
+    assert!(e.problem.contains("MemberCluster bad"), "{e}");
+    assert!(e.problem.contains("gracePeriodSeconds"), "{e}");
+    assert!(
+        scan.objects.member_clusters.is_empty(),
+        "a bad file contributes nothing new"
+    );
+}
+
+#[test]
+fn duplicates_across_files_keep_the_first_and_unknown_kinds_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("1.yaml"), cluster("a")).unwrap();
+    fs::write(dir.path().join("2.yaml"), cluster("a")).unwrap();
+    fs::write(
+        dir.path().join("3.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    )
+    .unwrap();
+    let scan = ManifestDir::new(dir.path()).scan();
+    assert_eq!(names(&scan.objects), ["a"]);
+    let problems: Vec<String> = scan.errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("also defined in")));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("ConfigMap") || p.contains("\"v1\""))
+    );
+}
+
+#[test]
+fn removing_a_file_removes_its_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), cluster("a")).unwrap();
+    fs::write(dir.path().join("b.yaml"), cluster("b")).unwrap();
+    let mut watched = ManifestDir::new(dir.path());
+    watched.scan();
+    fs::remove_file(dir.path().join("b.yaml")).unwrap();
+    let scan = watched.scan();
+    assert!(scan.changed);
+    assert_eq!(names(&scan.objects), ["a"]);
+}

@@ -1,0 +1,119 @@
+//! One cluster's runtime state on the hub: liveness, health, accepted positions per key,
+//! and what its last report said. Lives in memory; [`ClusterState::record`] is what the
+//! store keeps (written on transitions).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use fleetpulse_common::api::{AgentStatus, CheckStatus, MemberClusterStatus};
+use fleetpulse_common::protocol::replay::Position;
+use fleetpulse_common::protocol::report::HeartbeatReport;
+
+use crate::detector::Liveness;
+use crate::health::Health;
+use crate::store::StoredCluster;
+
+/// Runtime state of one cluster.
+#[derive(Debug)]
+pub struct ClusterState {
+    /// Failure-detector state.
+    pub liveness: Liveness,
+    /// Conditions and debounce memory.
+    pub health: Health,
+    /// Last accepted `(incarnation, seq)` per key id.
+    pub positions: HashMap<String, Position>,
+    /// Generation of the effective config served to the agent.
+    pub config_generation: u64,
+    /// Hash of the effective config that generation stands for (0: none yet).
+    pub config_hash: u64,
+    last_heartbeat: Option<Timestamp>,
+    agent: Option<AgentStatus>,
+    checks: Vec<CheckStatus>,
+}
+
+impl ClusterState {
+    /// State for a cluster first seen at `now`, restored from the store when it has a
+    /// record (conditions, agent, config generation) and positions.
+    pub fn restore(
+        now: Instant,
+        wall: Timestamp,
+        record: Option<StoredCluster>,
+        positions: HashMap<String, Position>,
+    ) -> Self {
+        let record = record.unwrap_or_default();
+        let status = record.status;
+        let uid = status.agent.as_ref().map(|a| a.cluster_uid.clone());
+        Self {
+            liveness: Liveness::new(now),
+            health: Health::restore(status.conditions, uid, wall),
+            positions,
+            config_generation: status.config_generation.unwrap_or(0),
+            config_hash: record.config_hash,
+            last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
+            agent: status.agent,
+            checks: status.checks,
+        }
+    }
+
+    /// Records what an accepted report says (liveness, agent, check results).
+    pub fn record_heartbeat(
+        &mut self,
+        kid: &str,
+        report: &HeartbeatReport,
+        now: Instant,
+        wall: Timestamp,
+    ) {
+        self.liveness.heartbeat(now);
+        self.last_heartbeat = Some(wall);
+        let agent = self.agent.get_or_insert_with(AgentStatus::default);
+        if agent.key_id != kid
+            || agent.version != report.agent_version
+            || agent.cluster_uid != report.cluster_uid
+            || agent.incarnation != report.incarnation
+        {
+            *agent = AgentStatus {
+                version: report.agent_version.clone(),
+                key_id: kid.to_owned(),
+                cluster_uid: report.cluster_uid.clone(),
+                incarnation: report.incarnation,
+            };
+        }
+        self.checks = report
+            .checks
+            .iter()
+            .map(|c| CheckStatus {
+                name: c.name.clone(),
+                kind: c.kind,
+                phase: c.phase,
+                passing: c.passing,
+                message: c.message.clone(),
+                since: c.since.map(Time),
+                consecutive_failures: c.consecutive_failures,
+                success_rate_percent: c.success_rate_percent,
+            })
+            .collect();
+    }
+
+    /// The status as shown live (read API): everything known right now.
+    pub fn live_status(&self) -> MemberClusterStatus {
+        MemberClusterStatus {
+            conditions: self.health.conditions().to_vec(),
+            last_heartbeat_time: self.last_heartbeat.map(Time),
+            agent: self.agent.clone(),
+            checks: self.checks.clone(),
+            config_generation: (self.config_generation > 0).then_some(self.config_generation),
+            observed_generation: None,
+        }
+    }
+
+    /// What the store keeps for this cluster.
+    pub fn record(&self) -> StoredCluster {
+        StoredCluster {
+            status: self.live_status(),
+            config_hash: self.config_hash,
+        }
+    }
+}

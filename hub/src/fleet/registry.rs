@@ -1,0 +1,212 @@
+//! The desired state, indexed for the hot path: clusters by id, keys by key id, and each
+//! cluster's effective config (its own checks merged with its HealthPolicies').
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ed25519_dalek::VerifyingKey;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use fleetpulse_common::api::{ClusterCheck, ClusterSet, HealthPolicy, MemberCluster, Set};
+use fleetpulse_common::protocol::keys::{self, KeyId};
+use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
+use fleetpulse_common::selector;
+
+use super::ClusterState;
+
+/// The objects the hub acts on, as read from manifests or the Kubernetes API.
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    /// MemberClusters.
+    pub member_clusters: Vec<MemberCluster>,
+    /// ClusterSets.
+    pub cluster_sets: Vec<ClusterSet>,
+    /// Sets.
+    pub sets: Vec<Set>,
+    /// HealthPolicies.
+    pub health_policies: Vec<HealthPolicy>,
+}
+
+/// One MemberCluster with its effective config and runtime state.
+#[derive(Debug)]
+pub struct ClusterEntry {
+    /// `namespace/name`.
+    pub id: ClusterId,
+    /// The object (spec and metadata; status lives in `state`).
+    pub object: MemberCluster,
+    /// Effective config (generation filled in from `state`).
+    pub config: AgentConfig,
+    /// Hash of the effective config.
+    pub config_hash: u64,
+    /// Runtime state, kept across reloads.
+    pub state: Arc<Mutex<ClusterState>>,
+}
+
+/// Which cluster a key belongs to.
+#[derive(Clone, Debug)]
+pub struct KeyBinding {
+    /// The owning cluster.
+    pub cluster: ClusterId,
+    /// The public key.
+    pub key: VerifyingKey,
+    /// Listed as revoked.
+    pub revoked: bool,
+}
+
+/// The indexed desired state.
+#[derive(Debug, Default)]
+pub struct Registry {
+    objects: Objects,
+    clusters: BTreeMap<ClusterId, Arc<ClusterEntry>>,
+    keys: HashMap<String, KeyBinding>,
+}
+
+impl Registry {
+    /// Indexes `objects`. `state_for` supplies each cluster's runtime state (kept from
+    /// before, restored from the store, or new). Conflicts are resolved deterministically
+    /// (first cluster in namespace/name order keeps a shared key; a policy check whose
+    /// name a cluster already uses is skipped) and returned as messages for the operator.
+    pub fn build(
+        objects: Objects,
+        mut state_for: impl FnMut(&ClusterId) -> Arc<Mutex<ClusterState>>,
+    ) -> (Registry, Vec<String>) {
+        let mut problems = Vec::new();
+        let mut clusters = BTreeMap::new();
+        let mut keys: HashMap<String, KeyBinding> = HashMap::new();
+        let mut sorted: Vec<&MemberCluster> = objects.member_clusters.iter().collect();
+        sorted.sort_by_key(|mc| cluster_id(mc));
+        for mc in sorted {
+            let id = cluster_id(mc);
+            for listed in &mc.spec.agent.public_keys {
+                let Ok(key) = keys::parse_public_key(&listed.public_key) else {
+                    problems.push(format!("MemberCluster {id}: unreadable public key skipped"));
+                    continue;
+                };
+                let kid = KeyId::of(&key).0;
+                if let Some(owner) = keys.get(&kid) {
+                    problems.push(format!(
+                        "MemberCluster {id}: key {kid} is already listed by MemberCluster {}; a \
+                         key belongs to one cluster, so it is ignored here: remove it from one",
+                        owner.cluster
+                    ));
+                    continue;
+                }
+                keys.insert(
+                    kid,
+                    KeyBinding {
+                        cluster: id.clone(),
+                        key,
+                        revoked: listed.revoked,
+                    },
+                );
+            }
+            let config = effective_config(mc, &objects.health_policies, &mut problems);
+            let config_hash = hash_config(&config);
+            let entry = ClusterEntry {
+                state: state_for(&id),
+                id: id.clone(),
+                object: mc.clone(),
+                config,
+                config_hash,
+            };
+            clusters.insert(id, Arc::new(entry));
+        }
+        (
+            Registry {
+                objects,
+                clusters,
+                keys,
+            },
+            problems,
+        )
+    }
+
+    /// A cluster by id.
+    pub fn cluster(&self, id: &ClusterId) -> Option<&Arc<ClusterEntry>> {
+        self.clusters.get(id)
+    }
+
+    /// Every cluster, in namespace/name order.
+    pub fn clusters(&self) -> impl Iterator<Item = &Arc<ClusterEntry>> {
+        self.clusters.values()
+    }
+
+    /// A key by key id.
+    pub fn key(&self, kid: &str) -> Option<&KeyBinding> {
+        self.keys.get(kid)
+    }
+
+    /// The objects this registry was built from.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+}
+
+/// The id of a MemberCluster (`default` namespace when unset).
+pub fn cluster_id(mc: &MemberCluster) -> ClusterId {
+    ClusterId::new(
+        mc.metadata.namespace.as_deref().unwrap_or("default"),
+        mc.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// A cluster's own checks, then those of every HealthPolicy in its namespace whose
+/// selector matches it (policies in name order). Generation is filled in by the caller.
+fn effective_config(
+    mc: &MemberCluster,
+    policies: &[HealthPolicy],
+    problems: &mut Vec<String>,
+) -> AgentConfig {
+    let id = cluster_id(mc);
+    let mut config = AgentConfig {
+        generation: 0,
+        interval_seconds: mc.spec.heartbeat.interval_seconds,
+        readiness_checks: mc.spec.readiness_checks.clone(),
+        liveness_checks: mc.spec.liveness_checks.clone(),
+    };
+    let labels = mc.metadata.labels.clone().unwrap_or_default();
+    let mut matching: Vec<&HealthPolicy> = policies
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == id.namespace)
+        .filter(|p| {
+            p.spec
+                .cluster_selector
+                .as_ref()
+                .is_some_and(|s| selector::matches(s, &labels))
+        })
+        .collect();
+    matching.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for policy in matching {
+        let policy_name = policy.metadata.name.as_deref().unwrap_or_default();
+        let mut add = |from: &[ClusterCheck], to_readiness: bool, config: &mut AgentConfig| {
+            for check in from {
+                let taken = config
+                    .readiness_checks
+                    .iter()
+                    .chain(&config.liveness_checks)
+                    .any(|c| c.name == check.name);
+                if taken {
+                    problems.push(format!(
+                        "HealthPolicy {}/{policy_name}: check {:?} is skipped for MemberCluster {id}, \
+                         which already has a check of that name; rename one",
+                        id.namespace, check.name
+                    ));
+                } else if to_readiness {
+                    config.readiness_checks.push(check.clone());
+                } else {
+                    config.liveness_checks.push(check.clone());
+                }
+            }
+        };
+        add(&policy.spec.readiness_checks, true, &mut config);
+        add(&policy.spec.liveness_checks, false, &mut config);
+    }
+    config
+}
+
+fn hash_config(config: &AgentConfig) -> u64 {
+    let json = serde_json::to_vec(config).expect("a config always serializes");
+    let digest = Sha256::digest(json);
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")).max(1)
+}

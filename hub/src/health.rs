@@ -1,0 +1,298 @@
+//! The health state machine: turns the detector's verdicts and accepted reports into the
+//! `Reachable`, `Ready` and `Healthy` conditions of a MemberCluster.
+//!
+//! - `Reachable` follows the failure detector.
+//! - `Ready` latches: it turns True the first time a report from a reachable cluster has
+//!   every readiness check passing and then stays True, so a transient failure never
+//!   makes a cluster ineligible. It resets only when the cluster UID changes (the cluster
+//!   was rebuilt behind the same name).
+//! - `Healthy` is the debounced current state: False at once when the cluster becomes
+//!   unreachable (the detector already waited a grace period) or is not ready; otherwise it
+//!   follows the liveness checks, but only after the new value held for
+//!   `healthy_after` / `unhealthy_after` consecutive reports.
+//!
+//! Pure: every input carries `now`. Messages name failing checks, not their changing
+//! details, so conditions change only on transitions (the hub writes O(transitions)).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+
+use fleetpulse_common::api::CheckPhase;
+use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY, Status};
+use fleetpulse_common::protocol::report::HeartbeatReport;
+
+use crate::detector::Reachability;
+
+/// How many consecutive reports a new liveness verdict must hold before `Healthy` follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Debounce {
+    /// Reports with every liveness check passing before an unhealthy cluster is Healthy.
+    pub healthy_after: u32,
+    /// Reports with a failing liveness check before a healthy cluster is unhealthy.
+    pub unhealthy_after: u32,
+}
+
+impl Default for Debounce {
+    fn default() -> Self {
+        Self {
+            healthy_after: 2,
+            unhealthy_after: 2,
+        }
+    }
+}
+
+/// Reasons, stable strings as they appear in conditions.
+pub mod reason {
+    /// No heartbeat yet.
+    pub const AWAITING_FIRST_HEARTBEAT: &str = "AwaitingFirstHeartbeat";
+    /// A heartbeat was accepted within the grace period.
+    pub const HEARTBEAT_RECEIVED: &str = "HeartbeatReceived";
+    /// The grace period passed without an accepted heartbeat.
+    pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
+    /// Every readiness check passed once.
+    pub const READINESS_CHECKS_PASSED: &str = "ReadinessChecksPassed";
+    /// A readiness check has not passed yet.
+    pub const READINESS_CHECKS_FAILING: &str = "ReadinessChecksFailing";
+    /// The cluster UID changed: a new cluster behind the same name must become ready again.
+    pub const CLUSTER_REPLACED: &str = "ClusterReplaced";
+    /// Every liveness check passes.
+    pub const ALL_CHECKS_PASSING: &str = "AllChecksPassing";
+    /// A liveness check fails.
+    pub const LIVENESS_CHECKS_FAILING: &str = "LivenessChecksFailing";
+    /// The cluster is unreachable.
+    pub const UNREACHABLE: &str = "Unreachable";
+    /// The cluster is not ready.
+    pub const NOT_READY: &str = "NotReady";
+}
+
+/// A cluster's health: its conditions plus the debounce memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    conditions: Vec<Condition>,
+    cluster_uid: Option<String>,
+    /// The liveness verdict that differs from `Healthy`, and for how many reports it held.
+    streak: Option<(bool, u32)>,
+}
+
+impl Health {
+    /// Health restored from a persisted status (conditions and last known cluster UID), or
+    /// a new cluster's (all conditions Unknown) when there is none.
+    pub fn restore(
+        conditions: Vec<Condition>,
+        cluster_uid: Option<String>,
+        now: Timestamp,
+    ) -> Self {
+        let mut h = Health {
+            conditions,
+            cluster_uid,
+            streak: None,
+        };
+        for type_ in [REACHABLE, READY, HEALTHY] {
+            if condition::find(&h.conditions, type_).is_none() {
+                condition::set(
+                    &mut h.conditions,
+                    type_,
+                    Status::Unknown,
+                    reason::AWAITING_FIRST_HEARTBEAT,
+                    "no heartbeat accepted yet",
+                    now,
+                );
+            }
+        }
+        h
+    }
+
+    /// The conditions, in the order Reachable, Ready, Healthy.
+    pub fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+
+    /// The status of one condition.
+    pub fn status(&self, type_: &str) -> Status {
+        condition::find(&self.conditions, type_)
+            .map_or(Status::Unknown, |c| Status::parse(&c.status))
+    }
+
+    /// Applies the detector's verdict. Returns true if a condition changed.
+    pub fn observe(&mut self, verdict: Reachability, grace_secs: u32, now: Timestamp) -> bool {
+        let Reachability::Unreachable {
+            silent_for,
+            ever_reported,
+        } = verdict
+        else {
+            return false;
+        };
+        if self.status(REACHABLE) == Status::False {
+            return false;
+        }
+        let message = if ever_reported {
+            format!(
+                "no heartbeat accepted for {}s (grace period {grace_secs}s)",
+                silent_for.as_secs()
+            )
+        } else {
+            format!(
+                "no heartbeat accepted in the {}s since the hub started watching this cluster \
+                 (grace period {grace_secs}s); check that its agent runs and can reach the hub",
+                silent_for.as_secs()
+            )
+        };
+        let c = &mut self.conditions;
+        condition::set(
+            c,
+            REACHABLE,
+            Status::False,
+            reason::HEARTBEAT_MISSED,
+            &message,
+            now,
+        );
+        condition::set(
+            c,
+            HEALTHY,
+            Status::False,
+            reason::UNREACHABLE,
+            "the cluster is unreachable",
+            now,
+        );
+        self.streak = None;
+        true
+    }
+
+    /// Applies an accepted report (which is also a heartbeat). Returns true if a condition
+    /// changed.
+    pub fn report(&mut self, report: &HeartbeatReport, debounce: Debounce, now: Timestamp) -> bool {
+        let mut changed = condition::set(
+            &mut self.conditions,
+            REACHABLE,
+            Status::True,
+            reason::HEARTBEAT_RECEIVED,
+            &format!("the agent reports every {}s", report.interval_seconds),
+            now,
+        );
+        let uid = &report.cluster_uid;
+        if let Some(known) = &self.cluster_uid
+            && !known.is_empty()
+            && !uid.is_empty()
+            && known != uid
+            && self.status(READY) == Status::True
+        {
+            changed |= condition::set(
+                &mut self.conditions,
+                READY,
+                Status::False,
+                reason::CLUSTER_REPLACED,
+                &format!("cluster UID changed from {known} to {uid}; readiness is checked again"),
+                now,
+            );
+            self.streak = None;
+        }
+        if self.cluster_uid.as_deref() != Some(uid.as_str()) {
+            self.cluster_uid = Some(uid.clone());
+        }
+        if self.status(READY) != Status::True {
+            changed |= self.judge_readiness(report, now);
+        }
+        changed | self.judge_liveness(report, debounce, now)
+    }
+
+    fn judge_readiness(&mut self, report: &HeartbeatReport, now: Timestamp) -> bool {
+        let failing = failing_names(report, CheckPhase::Readiness);
+        let c = &mut self.conditions;
+        if failing.is_empty() {
+            condition::set(
+                c,
+                READY,
+                Status::True,
+                reason::READINESS_CHECKS_PASSED,
+                "every readiness check passed",
+                now,
+            )
+        } else if condition::find(c, READY).is_some_and(|r| r.reason == reason::CLUSTER_REPLACED) {
+            false
+        } else {
+            let message = format!("waiting for readiness checks: {failing}");
+            condition::set(
+                c,
+                READY,
+                Status::False,
+                reason::READINESS_CHECKS_FAILING,
+                &message,
+                now,
+            )
+        }
+    }
+
+    fn judge_liveness(
+        &mut self,
+        report: &HeartbeatReport,
+        debounce: Debounce,
+        now: Timestamp,
+    ) -> bool {
+        if self.status(READY) != Status::True {
+            self.streak = None;
+            return condition::set(
+                &mut self.conditions,
+                HEALTHY,
+                Status::False,
+                reason::NOT_READY,
+                "the cluster is not ready",
+                now,
+            );
+        }
+        let failing = failing_names(report, CheckPhase::Liveness);
+        let live = failing.is_empty();
+        if self.status(HEALTHY) == Status::from(live) {
+            self.streak = None;
+            return false;
+        }
+        let held = match self.streak {
+            Some((verdict, n)) if verdict == live => n + 1,
+            _ => 1,
+        };
+        let needed = if live {
+            debounce.healthy_after
+        } else {
+            debounce.unhealthy_after
+        };
+        if held < needed {
+            self.streak = Some((live, held));
+            return false;
+        }
+        self.streak = None;
+        let c = &mut self.conditions;
+        if live {
+            let message = "reachable, ready, and every liveness check passes";
+            condition::set(
+                c,
+                HEALTHY,
+                Status::True,
+                reason::ALL_CHECKS_PASSING,
+                message,
+                now,
+            )
+        } else {
+            let message = format!("failing liveness checks: {failing}");
+            condition::set(
+                c,
+                HEALTHY,
+                Status::False,
+                reason::LIVENESS_CHECKS_FAILING,
+                &message,
+                now,
+            )
+        }
+    }
+}
+
+fn failing_names(report: &HeartbeatReport, phase: CheckPhase) -> String {
+    let names: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| c.phase == phase && !c.passing)
+        .map(|c| c.name.as_str())
+        .collect();
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+use std::time::Duration;
+
+use fleetpulse_common::api::{CheckKind, CheckPhase};
+use fleetpulse_common::protocol::report::{CheckResult, ClusterId, HeartbeatReport, Summary};
+
+use super::*;
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + s).unwrap()
+}
+
+fn check(name: &str, phase: CheckPhase, passing: bool) -> CheckResult {
+    CheckResult {
+        name: name.into(),
+        kind: CheckKind::Lua,
+        phase,
+        passing,
+        message: String::new(),
+        since: None,
+        consecutive_failures: 0,
+        success_rate_percent: None,
+    }
+}
+
+fn report(uid: &str, checks: Vec<CheckResult>) -> HeartbeatReport {
+    HeartbeatReport {
+        schema_version: 1,
+        aud: "hub".into(),
+        cluster: ClusterId::new("fleet", "a"),
+        cluster_uid: uid.into(),
+        agent_version: "test".into(),
+        incarnation: 1,
+        seq: 1,
+        iat: 0,
+        exp: 60,
+        interval_seconds: 10,
+        config_generation: 0,
+        summary: Summary::of(&checks),
+        checks,
+    }
+}
+
+fn unreachable() -> Reachability {
+    Reachability::Unreachable {
+        silent_for: Duration::from_secs(41),
+        ever_reported: true,
+    }
+}
+
+fn conds(h: &Health) -> [Status; 3] {
+    [h.status(REACHABLE), h.status(READY), h.status(HEALTHY)]
+}
+
+const D: Debounce = Debounce {
+    healthy_after: 2,
+    unhealthy_after: 2,
+};
+
+#[test]
+fn new_cluster_is_unknown_until_it_reports_then_healthy_after_debounce() {
+    let mut h = Health::restore(vec![], None, t(0));
+    assert_eq!(conds(&h), [Status::Unknown; 3]);
+    assert!(h.report(&report("u", vec![]), D, t(1)));
+    assert_eq!(conds(&h), [Status::True, Status::True, Status::Unknown]);
+    assert!(h.report(&report("u", vec![]), D, t(2)));
+    assert_eq!(conds(&h), [Status::True; 3]);
+    assert!(
+        !h.report(&report("u", vec![]), D, t(3)),
+        "steady state writes nothing"
+    );
+}
+
+#[test]
+fn ready_latches_through_a_readiness_failure_after_it_passed_once() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(
+        &report("u", vec![check("r", CheckPhase::Readiness, false)]),
+        D,
+        t(1),
+    );
+    assert_eq!(h.status(READY), Status::False);
+    assert_eq!(h.status(HEALTHY), Status::False);
+    h.report(
+        &report("u", vec![check("r", CheckPhase::Readiness, true)]),
+        D,
+        t(2),
+    );
+    assert_eq!(h.status(READY), Status::True);
+    h.report(
+        &report("u", vec![check("r", CheckPhase::Readiness, false)]),
+        D,
+        t(3),
+    );
+    h.observe(unreachable(), 40, t(4));
+    assert_eq!(
+        h.status(READY),
+        Status::True,
+        "latched through failure and unreachability"
+    );
+}
+
+#[test]
+fn a_single_failing_liveness_report_does_not_flip_healthy() {
+    let mut h = Health::restore(vec![], None, t(0));
+    for i in 0..2 {
+        h.report(&report("u", vec![]), D, t(i));
+    }
+    let bad = report("u", vec![check("l", CheckPhase::Liveness, false)]);
+    assert!(!h.report(&bad, D, t(3)));
+    assert_eq!(h.status(HEALTHY), Status::True);
+    h.report(&report("u", vec![]), D, t(4));
+    assert!(
+        !h.report(&bad, D, t(5)),
+        "the streak restarted after a good report"
+    );
+    assert!(h.report(&bad, D, t(6)));
+    assert_eq!(h.status(HEALTHY), Status::False);
+    let c = condition::find(h.conditions(), HEALTHY).unwrap();
+    assert_eq!(c.reason, reason::LIVENESS_CHECKS_FAILING);
+    assert!(c.message.contains('l'));
+    assert_eq!(c.last_transition_time.0, t(6));
+}
+
+#[test]
+fn unreachable_turns_reachable_and_healthy_false_at_once_and_only_once() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(&report("u", vec![]), D, t(1));
+    h.report(&report("u", vec![]), D, t(2));
+    assert!(h.observe(unreachable(), 40, t(50)));
+    assert_eq!(conds(&h), [Status::False, Status::True, Status::False]);
+    assert!(
+        !h.observe(unreachable(), 40, t(51)),
+        "no rewrite while it stays unreachable"
+    );
+    assert!(!h.observe(Reachability::Pending, 40, t(52)));
+    h.report(&report("u", vec![]), D, t(60));
+    assert_eq!(h.status(REACHABLE), Status::True);
+    assert_eq!(
+        h.status(HEALTHY),
+        Status::False,
+        "healthy again only after the debounce"
+    );
+    h.report(&report("u", vec![]), D, t(61));
+    assert_eq!(h.status(HEALTHY), Status::True);
+}
+
+#[test]
+fn a_changed_cluster_uid_resets_ready() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(&report("old", vec![]), D, t(1));
+    assert_eq!(h.status(READY), Status::True);
+    h.report(
+        &report("new", vec![check("r", CheckPhase::Readiness, false)]),
+        D,
+        t(2),
+    );
+    let ready = condition::find(h.conditions(), READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", reason::CLUSTER_REPLACED)
+    );
+    assert_eq!(h.status(HEALTHY), Status::False);
+    h.report(
+        &report("new", vec![check("r", CheckPhase::Readiness, true)]),
+        D,
+        t(3),
+    );
+    assert_eq!(h.status(READY), Status::True);
+}
+
+#[test]
+fn restored_conditions_are_kept_as_they_were() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(&report("u", vec![]), D, t(1));
+    h.report(&report("u", vec![]), D, t(2));
+    let restored = Health::restore(h.conditions().to_vec(), Some("u".into()), t(100));
+    assert_eq!(conds(&restored), [Status::True; 3]);
+    assert_eq!(restored.conditions(), h.conditions());
+}

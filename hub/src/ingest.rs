@@ -1,0 +1,55 @@
+//! The hub's HTTP API: the agent endpoints (heartbeat, config), the read API and probes.
+//! Built as one axum [`Router`] so tests call it in-process and the server wraps it in TLS.
+
+pub mod agent;
+pub mod error;
+pub mod read;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+
+use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
+
+pub use error::ApiError;
+
+use crate::fleet::Fleet;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The fleet.
+    pub fleet: Arc<Fleet>,
+    /// Set once the hub loaded its objects and restored its state.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The hub's router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/v1/clusters/{namespace}/{name}/heartbeat",
+            post(agent::heartbeat),
+        )
+        .route("/v1/clusters/{namespace}/{name}/config", get(agent::config))
+        .route("/v1/memberclusters", get(read::member_clusters))
+        .route("/v1/clustersets", get(read::cluster_sets))
+        .route("/v1/sets", get(read::sets))
+        .route("/v1/healthpolicies", get(read::health_policies))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "loading objects and state")
+    }
+}

@@ -1,0 +1,80 @@
+//! The read API: objects shaped exactly like the CRDs, with their status, as Kubernetes
+//! lists (`{apiVersion, kind: XList, items}`).
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+
+use fleetpulse_common::api::API_VERSION;
+
+use super::AppState;
+
+/// Optional filter: `?namespace=`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    namespace: Option<String>,
+}
+
+/// A Kubernetes-style list.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct List<T> {
+    /// `fleetpulse.io/v1alpha1`.
+    pub api_version: String,
+    /// e.g. `MemberClusterList`.
+    pub kind: String,
+    /// The objects.
+    pub items: Vec<T>,
+}
+
+fn list<T>(kind: &str, items: Vec<T>) -> Json<List<T>> {
+    Json(List {
+        api_version: API_VERSION.into(),
+        kind: format!("{kind}List"),
+        items,
+    })
+}
+
+fn in_namespace(q: &ListQuery, ns: Option<&str>) -> bool {
+    q.namespace.as_deref().is_none_or(|want| ns == Some(want))
+}
+
+/// `GET /v1/memberclusters`.
+pub async fn member_clusters(
+    State(s): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Json<List<fleetpulse_common::api::MemberCluster>> {
+    let mut items = s.fleet.member_clusters();
+    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
+    list("MemberCluster", items)
+}
+
+/// `GET /v1/clustersets`.
+pub async fn cluster_sets(
+    State(s): State<AppState>,
+) -> Json<List<fleetpulse_common::api::ClusterSet>> {
+    list(
+        "ClusterSet",
+        s.fleet.registry().objects().cluster_sets.clone(),
+    )
+}
+
+/// `GET /v1/sets`.
+pub async fn sets(
+    State(s): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Json<List<fleetpulse_common::api::Set>> {
+    let mut items = s.fleet.registry().objects().sets.clone();
+    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
+    list("Set", items)
+}
+
+/// `GET /v1/healthpolicies`.
+pub async fn health_policies(
+    State(s): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Json<List<fleetpulse_common::api::HealthPolicy>> {
+    let mut items = s.fleet.registry().objects().health_policies.clone();
+    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
+    list("HealthPolicy", items)
+}

@@ -1,0 +1,284 @@
+//! Running the hub: TLS, the listener, and the background loops (failure detector tick,
+//! manifest reload, position flush), with a graceful shutdown that persists state.
+
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use k8s_openapi::jiff::Timestamp;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use fleetpulse_common::protocol::replay::Freshness;
+
+use crate::embedded::manifests::ManifestDir;
+use crate::fleet::{Fleet, Settings};
+use crate::health::Debounce;
+use crate::ingest::{self, AppState};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Store, StoreError, StoreWriter};
+
+/// The hub could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// Plain HTTP asked for without the development flag, or no TLS files.
+    #[error(
+        "no TLS certificate: pass --tls-cert and --tls-key, or --insecure-http for local development"
+    )]
+    NoTls,
+    /// TLS files unreadable.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The data or manifest directory is unusable.
+    #[error("{path}: {source}; check the directory exists and is writable")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How to run an embedded hub.
+#[derive(Clone, Debug)]
+pub struct HubOptions {
+    /// Directory of manifests.
+    pub manifests: PathBuf,
+    /// Directory of the embedded store.
+    pub data: PathBuf,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// TLS certificate chain and key (PEM files); `None` only with `insecure_http`.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Serve plain HTTP (development only).
+    pub insecure_http: bool,
+    /// This hub's identity, checked against each report's `aud`.
+    pub audience: String,
+    /// Freshness window for `iat`/`exp`.
+    pub freshness: Freshness,
+    /// Debounce of `Healthy`.
+    pub debounce: Debounce,
+    /// How often the failure detector runs.
+    pub tick: Duration,
+    /// How often the manifest directory is rescanned.
+    pub reload_interval: Duration,
+    /// How often accepted positions are flushed to the store.
+    pub position_flush_interval: Duration,
+}
+
+impl HubOptions {
+    /// Defaults for everything but the directories and address.
+    pub fn new(manifests: PathBuf, data: PathBuf, listen: SocketAddr) -> Self {
+        Self {
+            manifests,
+            data,
+            listen,
+            tls: None,
+            insecure_http: false,
+            audience: "fleetpulse".into(),
+            freshness: Freshness::default(),
+            debounce: Debounce::default(),
+            tick: Duration::from_secs(1),
+            reload_interval: Duration::from_secs(2),
+            position_flush_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A running hub.
+pub struct Hub {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The fleet state (for tests and embedding).
+    pub fleet: Arc<Fleet>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Hub {
+    /// Opens the store, loads manifests, binds and starts serving.
+    pub async fn start(opts: HubOptions) -> Result<Hub, HubError> {
+        let tls = match (&opts.tls, opts.insecure_http) {
+            (Some((cert, key)), _) => Some(tls::server_config(cert, key)?),
+            (None, true) => None,
+            (None, false) => return Err(HubError::NoTls),
+        };
+        std::fs::create_dir_all(&opts.data).map_err(|source| HubError::Dir {
+            path: opts.data.clone(),
+            source,
+        })?;
+        let mut store = SqliteStore::open(&opts.data)?;
+        let snapshot = store.load()?;
+        let settings = Settings {
+            audience: opts.audience.clone(),
+            freshness: opts.freshness,
+            debounce: opts.debounce,
+        };
+        let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
+        fleet.restore(snapshot, Instant::now(), Timestamp::now());
+        let mut manifests = ManifestDir::new(&opts.manifests);
+        reload(&fleet, &mut manifests, true);
+        let ready = Arc::new(AtomicBool::new(true));
+        let app = ingest::router(AppState {
+            fleet: fleet.clone(),
+            ready: ready.clone(),
+        });
+        let listener = TcpListener::bind(opts.listen)
+            .await
+            .map_err(|source| HubError::Listen {
+                addr: opts.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| HubError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        tasks.spawn(serve(listener, app, tls, shutdown.clone()));
+        tasks.spawn(background(
+            fleet.clone(),
+            manifests,
+            opts.clone(),
+            shutdown.clone(),
+        ));
+        tracing::info!(%addr, tls = opts.tls.is_some(), manifests = %opts.manifests.display(), "hub serving");
+        Ok(Hub {
+            addr,
+            fleet,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Stops serving, then persists every accepted position and pending status.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        let fleet = self.fleet.clone();
+        let _ = tokio::task::spawn_blocking(move || fleet.sync()).await;
+        tracing::info!("hub stopped; state persisted");
+    }
+
+    /// Runs until `stop` resolves, then shuts down.
+    pub async fn run_until(self, stop: impl std::future::Future<Output = ()>) {
+        stop.await;
+        self.shutdown().await;
+    }
+}
+
+fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
+    let scan = manifests.scan();
+    for e in &scan.errors {
+        tracing::error!(error = %e, "manifest refused; the previous version stays in effect");
+    }
+    if scan.changed || first {
+        let count = scan.objects.member_clusters.len();
+        for problem in fleet.reload(scan.objects, Instant::now(), Timestamp::now()) {
+            tracing::error!(problem, "conflicting objects");
+        }
+        tracing::info!(member_clusters = count, "objects loaded");
+    }
+}
+
+async fn background(
+    fleet: Arc<Fleet>,
+    mut manifests: ManifestDir,
+    opts: HubOptions,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(opts.tick);
+    let mut rescan = tokio::time::interval(opts.reload_interval);
+    let mut flush = tokio::time::interval(opts.position_flush_interval);
+    for t in [&mut tick, &mut rescan, &mut flush] {
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    }
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => fleet.tick(Instant::now(), Timestamp::now()),
+            _ = rescan.tick() => reload(&fleet, &mut manifests, false),
+            _ = flush.tick() => fleet.flush_positions(),
+        }
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: CancellationToken,
+) {
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => serve_connection(stream, app, watcher).await,
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
+                    match handshake.await {
+                        Ok(Ok(stream)) => serve_connection(stream, app, watcher).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after 5s; closing them");
+    }
+}
+
+async fn serve_connection<S>(stream: S, app: Router, watcher: hyper_util::server::graceful::Watcher)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}

@@ -1,0 +1,155 @@
+//! Where the hub keeps what must survive a restart: each cluster's status (written on
+//! transitions) and the last accepted `(incarnation, seq)` per key (flushed in batches).
+//!
+//! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation. The
+//! Kubernetes mode (a later issue) implements the same trait over CR status. Writes go
+//! through a [`StoreWriter`]: a thread that applies queued writes in one transaction per
+//! batch, so the heartbeat path never waits on disk.
+
+pub mod sqlite;
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::thread;
+
+use serde::{Deserialize, Serialize};
+
+use fleetpulse_common::api::MemberClusterStatus;
+use fleetpulse_common::protocol::replay::Position;
+use fleetpulse_common::protocol::report::ClusterId;
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened, read or written.
+    #[error(
+        "embedded store {path}: {source}; check that --data is writable and not used by another hub"
+    )]
+    Sqlite {
+        /// The database file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A stored record could not be decoded.
+    #[error("embedded store: record of {cluster} is unreadable: {source}")]
+    Decode {
+        /// The cluster whose record is bad.
+        cluster: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// What the store keeps per cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredCluster {
+    /// The status at the last transition.
+    pub status: MemberClusterStatus,
+    /// Hash of the effective config that `status.configGeneration` stands for.
+    pub config_hash: u64,
+}
+
+/// Everything the store holds, read once at start.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Records per cluster.
+    pub clusters: HashMap<ClusterId, StoredCluster>,
+    /// Accepted positions per cluster and key id.
+    pub positions: HashMap<ClusterId, HashMap<String, Position>>,
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Replace a cluster's record.
+    Cluster {
+        /// Which cluster.
+        cluster: ClusterId,
+        /// The record.
+        record: StoredCluster,
+    },
+    /// Upsert a cluster's accepted positions.
+    Positions {
+        /// Which cluster.
+        cluster: ClusterId,
+        /// Position per key id.
+        positions: HashMap<String, Position>,
+    },
+}
+
+/// Durable hub state.
+pub trait Store: Send + 'static {
+    /// Reads everything.
+    fn load(&mut self) -> Result<Snapshot, StoreError>;
+    /// Applies writes atomically.
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
+}
+
+enum Command {
+    Write(Vec<Write>),
+    Sync(mpsc::Sender<()>),
+}
+
+/// Queues writes to a [`Store`] running on its own thread.
+#[derive(Clone, Debug)]
+pub struct StoreWriter {
+    tx: mpsc::Sender<Command>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Command")
+    }
+}
+
+impl StoreWriter {
+    /// Starts the writer thread. A failed write is logged with its error and retried with
+    /// the next batch, so nothing is lost while the disk recovers.
+    pub fn spawn(mut store: impl Store) -> Self {
+        let (tx, rx) = mpsc::channel::<Command>();
+        thread::Builder::new()
+            .name("fleetpulse-store".into())
+            .spawn(move || {
+                let mut pending: Vec<Write> = Vec::new();
+                while let Ok(first) = rx.recv() {
+                    let mut waiters = Vec::new();
+                    for cmd in std::iter::once(first).chain(rx.try_iter()) {
+                        match cmd {
+                            Command::Write(w) => pending.extend(w),
+                            Command::Sync(done) => waiters.push(done),
+                        }
+                    }
+                    if !pending.is_empty() {
+                        match store.apply(&pending) {
+                            Ok(()) => pending.clear(),
+                            Err(e) => tracing::error!(error = %e, queued = pending.len(), "store write failed; will retry"),
+                        }
+                    }
+                    for w in waiters {
+                        let _ = w.send(());
+                    }
+                }
+            })
+            .expect("spawning the store thread");
+        Self { tx }
+    }
+
+    /// Queues writes (no-op for an empty batch).
+    pub fn send(&self, writes: Vec<Write>) {
+        if !writes.is_empty() {
+            let _ = self.tx.send(Command::Write(writes));
+        }
+    }
+
+    /// Blocks until everything queued before this call was applied (or tried).
+    pub fn sync(&self) {
+        let (done, wait) = mpsc::channel();
+        if self.tx.send(Command::Sync(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
