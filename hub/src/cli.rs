@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use fleetpulse_common::api::crds;
 use fleetpulse_common::protocol::replay::Freshness;
 
 use crate::health::Debounce;
@@ -31,8 +32,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the hub (embedded mode: objects from --manifests, state under --data).
     Serve(ServeArgs),
-    /// Print the CustomResourceDefinitions as YAML.
-    Crds,
+    /// Print the CustomResourceDefinitions as YAML (or write one file each with --out-dir).
+    Crds {
+        /// Write `<plural>.fleetpulse.io.yaml` files into this directory instead.
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
     /// Show objects and their health from a running hub.
     Get(get::GetArgs),
 }
@@ -100,8 +105,17 @@ impl ServeArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     init_tracing(&cli.log_format);
     match cli.command {
-        Command::Crds => {
-            print!("{}", fleetpulse_common::api::crds::to_yaml());
+        Command::Crds { out_dir: None } => {
+            print!("{}", crds::to_yaml());
+            Ok(())
+        }
+        Command::Crds { out_dir: Some(dir) } => {
+            std::fs::create_dir_all(&dir)?;
+            for crd in crds::all() {
+                let path = dir.join(crds::file_name(&crd));
+                std::fs::write(&path, crds::crd_yaml(&crd))?;
+                println!("wrote {}", path.display());
+            }
             Ok(())
         }
         Command::Get(args) => get::run(args).await,

@@ -1,0 +1,143 @@
+//! [`Scenario`]: an embedded hub on loopback HTTPS with simulated clusters and their agents,
+//! all in one process, that a test (or the demo) drives like an operator would: stop an
+//! agent, restart the hub, read conditions.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
+use fleetpulse_common::api::MemberCluster;
+use fleetpulse_common::api::condition::Status;
+use fleetpulse_hub::server::{Hub, HubOptions};
+
+use crate::fleet::{self, SimCluster};
+use crate::pki::Pki;
+
+/// A running scenario. Dropping it stops everything (agents first, then the hub).
+pub struct Scenario {
+    /// Temporary directory holding manifests, data and PKI.
+    pub dir: tempfile::TempDir,
+    /// The PKI the hub serves with.
+    pub pki: Pki,
+    /// The simulated clusters, in order (`edge-1`, `edge-2`, ...).
+    pub clusters: Vec<SimCluster>,
+    /// The hub's base URL (`https://localhost:PORT`).
+    pub url: Url,
+    addr: SocketAddr,
+    hub: Option<Hub>,
+    agents: BTreeMap<usize, AgentHandle>,
+    interval: Duration,
+}
+
+impl Scenario {
+    /// Starts a hub with `count` clusters at the given timing; no agents yet.
+    pub async fn start(
+        count: usize,
+        interval_secs: u32,
+        grace_secs: u32,
+    ) -> anyhow::Result<Scenario> {
+        let dir = tempfile::tempdir()?;
+        let pki = Pki::generate(dir.path())?;
+        let clusters = fleet::write_clusters(
+            &dir.path().join("manifests"),
+            count,
+            interval_secs,
+            grace_secs,
+        )?;
+        let mut scenario = Scenario {
+            url: "https://localhost:1".parse()?,
+            addr: "127.0.0.1:0".parse()?,
+            dir,
+            pki,
+            clusters,
+            hub: None,
+            agents: BTreeMap::new(),
+            interval: Duration::from_secs(interval_secs.into()),
+        };
+        scenario.start_hub().await?;
+        scenario.url = format!("https://localhost:{}", scenario.addr.port()).parse()?;
+        Ok(scenario)
+    }
+
+    /// Options of the embedded hub (same data directory and address across restarts).
+    pub fn hub_options(&self) -> HubOptions {
+        let mut o = HubOptions::new(
+            self.dir.path().join("manifests"),
+            self.dir.path().join("data"),
+            self.addr,
+        );
+        o.tls = Some((self.pki.server_cert.clone(), self.pki.server_key.clone()));
+        o
+    }
+
+    /// Starts the hub (again) on the same address and data.
+    pub async fn start_hub(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.hub.is_none(), "the hub is already running");
+        let hub = Hub::start(self.hub_options()).await?;
+        self.addr = hub.addr;
+        self.hub = Some(hub);
+        Ok(())
+    }
+
+    /// Stops the hub gracefully (state persisted).
+    pub async fn stop_hub(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.shutdown().await;
+        }
+    }
+
+    /// The running hub.
+    pub fn hub(&self) -> &Hub {
+        self.hub.as_ref().expect("the hub is running")
+    }
+
+    /// Options for the agent of cluster `i` (0-based).
+    pub fn agent_options(&self, i: usize) -> anyhow::Result<AgentOptions> {
+        let c = &self.clusters[i];
+        let mut o = AgentOptions::new(self.url.clone(), c.id.clone(), c.key.clone());
+        o.hub_ca_pem = Some(std::fs::read(&self.pki.ca_cert)?);
+        o.interval = self.interval;
+        Ok(o)
+    }
+
+    /// Starts the agent of cluster `i`.
+    pub fn start_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let handle = fleetpulse_agent::spawn(self.agent_options(i)?)?;
+        self.agents.insert(i, handle);
+        Ok(())
+    }
+
+    /// Stops the agent of cluster `i`.
+    pub async fn stop_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(handle) = self.agents.remove(&i) {
+            handle.stop().await?;
+        }
+        Ok(())
+    }
+
+    /// The agent of cluster `i`, if running.
+    pub fn agent(&self, i: usize) -> Option<&AgentHandle> {
+        self.agents.get(&i)
+    }
+
+    /// Every MemberCluster with its live status, from the running hub.
+    pub fn member_clusters(&self) -> Vec<MemberCluster> {
+        self.hub().fleet.member_clusters()
+    }
+
+    /// Condition `type_` of cluster `i` on the running hub.
+    pub fn condition(&self, i: usize, type_: &str) -> Status {
+        fleet::condition_of(&self.member_clusters(), &self.clusters[i].id, type_)
+    }
+
+    /// Stops every agent, then the hub.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        let agents = std::mem::take(&mut self.agents);
+        for (_, a) in agents {
+            a.stop().await?;
+        }
+        self.stop_hub().await;
+        Ok(())
+    }
+}

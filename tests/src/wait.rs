@@ -1,0 +1,22 @@
+//! Waiting for a condition with a deadline. Tests poll state instead of sleeping a fixed
+//! time; on timeout the error says what was awaited.
+
+use std::time::{Duration, Instant};
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes.
+pub async fn until(
+    what: &str,
+    timeout: Duration,
+    mut condition: impl FnMut() -> bool,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if condition() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > timeout {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
