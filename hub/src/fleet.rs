@@ -11,7 +11,6 @@ pub mod registry;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ed25519_dalek::VerifyingKey;
@@ -19,6 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 
 use fleetpulse_common::api::MemberCluster;
+use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::replay::{self, Freshness, Rejection};
 use fleetpulse_common::protocol::report::{
@@ -29,6 +29,7 @@ pub use cluster::ClusterState;
 pub use registry::{ClusterEntry, Objects, Registry};
 
 use crate::health::Debounce;
+use crate::metrics::{ConditionLabels, Metrics};
 use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
 
 /// Hub-wide settings the decisions use.
@@ -48,7 +49,8 @@ pub struct Fleet {
     settings: Settings,
     store: StoreWriter,
     dirty_positions: Mutex<HashSet<ClusterId>>,
-    status_writes: AtomicU64,
+    metrics: Metrics,
+    prometheus: prometheus_client::registry::Registry,
     /// Runtime state of every cluster this hub process knew, kept when a cluster leaves the
     /// manifests so that a re-added cluster keeps its replay protection.
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
@@ -65,12 +67,15 @@ fn reject(code: RejectCode, message: String) -> Rejection {
 impl Fleet {
     /// A fleet with an empty registry.
     pub fn new(settings: Settings, store: StoreWriter) -> Self {
+        let mut prometheus = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut prometheus);
         Self {
             registry: RwLock::new(Arc::new(Registry::default())),
             settings,
             store,
             dirty_positions: Mutex::new(HashSet::new()),
-            status_writes: AtomicU64::new(0),
+            metrics,
+            prometheus,
             states: Mutex::new(HashMap::new()),
         }
     }
@@ -204,6 +209,7 @@ impl Fleet {
     ) -> Result<HeartbeatAnswer, Rejection> {
         let mut state = entry.state.lock();
         let last = state.positions.get(kid).copied();
+        state.record_heartbeat(kid, report, now, wall);
         let pos = replay::admit(
             report,
             &self.settings.audience,
@@ -235,12 +241,18 @@ impl Fleet {
 
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
+        let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
         for entry in self.registry().clusters() {
+            let grace = entry.object.spec.heartbeat.grace_period_seconds;
+            let mut state = entry.state.lock();
+            for type_ in [REACHABLE, READY, HEALTHY] {
+                *counts
+                    .entry((type_, state.health.status(type_)))
+                    .or_default() += 1;
+            }
             if entry.object.spec.paused {
                 continue;
             }
-            let grace = entry.object.spec.heartbeat.grace_period_seconds;
-            let mut state = entry.state.lock();
             let verdict = state
                 .liveness
                 .judge(now, std::time::Duration::from_secs(grace.into()));
@@ -249,6 +261,16 @@ impl Fleet {
                 drop(state);
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
                 self.write_status(&entry.id, record);
+            }
+        }
+        for condition in [REACHABLE, READY, HEALTHY] {
+            for status in [Status::True, Status::False, Status::Unknown] {
+                let labels = ConditionLabels {
+                    condition,
+                    status: status.as_str(),
+                };
+                let count = counts.get(&(condition, status)).copied().unwrap_or(0);
+                self.metrics.clusters.get_or_create(&labels).set(count);
             }
         }
     }
@@ -295,11 +317,24 @@ impl Fleet {
 
     /// How many status writes (transitions) were sent to the store since start.
     pub fn status_writes(&self) -> u64 {
-        self.status_writes.load(Ordering::Relaxed)
+        self.metrics.status_writes.get()
+    }
+
+    /// The hub's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode_metrics(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.prometheus)
+            .expect("writing to a String cannot fail");
+        out
     }
 
     fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
-        self.status_writes.fetch_add(1, Ordering::Relaxed);
+        self.metrics.status_writes.inc();
         self.dirty_positions.lock().insert(cluster.clone());
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),

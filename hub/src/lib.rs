@@ -6,6 +6,7 @@
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
 //! - [`store`]: durable state (embedded SQLite).
+//! - [`metrics`]: Prometheus metrics.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
 //! - [`cli`]: the command line (`serve`, `crds`, `get`).
@@ -17,5 +18,6 @@ pub mod embedded;
 pub mod fleet;
 pub mod health;
 pub mod ingest;
+pub mod metrics;
 pub mod server;
 pub mod store;

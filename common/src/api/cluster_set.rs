@@ -2,6 +2,9 @@
 //! labels or by name, of which at most `maxReplicas` healthy ones are selected.
 //!
 //! Both share [`SetSpec`] and [`SetStatus`]; selection and failover are the hub's.
+// kube-derive takes one `printcolumn(...)`/`derive = ...` attribute per column or trait,
+// which clippy reads as duplicates.
+#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::CustomResource;

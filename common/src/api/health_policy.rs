@@ -4,6 +4,9 @@
 //! Namespaced: a policy applies only to MemberClusters in its own namespace. This keeps a
 //! tenant's policy from reaching another tenant's clusters and lets RBAC scope who may
 //! change health logic per namespace (see docs/architecture.md).
+// kube-derive takes one `printcolumn(...)`/`derive = ...` attribute per column or trait,
+// which clippy reads as duplicates.
+#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;

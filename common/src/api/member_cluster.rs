@@ -1,4 +1,7 @@
 //! `MemberCluster`: one managed cluster, as the hub knows it.
+// kube-derive takes one `printcolumn(...)`/`derive = ...` attribute per column or trait,
+// which clippy reads as duplicates.
+#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;

@@ -113,21 +113,28 @@ pub fn admit(
 /// The freshness window on `iat`/`exp`, shared by reports and config requests.
 pub fn check_fresh(iat: i64, exp: i64, now_unix: i64, f: Freshness) -> Result<(), Rejection> {
     let expired = |why: String| reject(RejectCode::ReportExpired, why);
-    if exp <= iat || exp - iat > f.max_lifetime_secs {
+    // `iat` and `exp` are whatever the agent signed: compute in i128 so that extreme values
+    // cannot overflow (a panic in debug builds, a wrapped and accepted window in release).
+    let (iat, exp, now_unix) = (i128::from(iat), i128::from(exp), i128::from(now_unix));
+    let (skew, lifetime) = (
+        i128::from(f.max_clock_skew_secs),
+        i128::from(f.max_lifetime_secs),
+    );
+    if exp <= iat || exp - iat > lifetime {
         return Err(expired(format!(
             "exp - iat = {}s must be between 1 and {}s",
             exp - iat,
             f.max_lifetime_secs
         )));
     }
-    if iat > now_unix + f.max_clock_skew_secs {
+    if iat > now_unix + skew {
         return Err(expired(format!(
             "issued {}s in the future by the hub's clock (tolerance {}s); fix the agent's clock",
             iat - now_unix,
             f.max_clock_skew_secs
         )));
     }
-    if exp < now_unix - f.max_clock_skew_secs {
+    if exp < now_unix - skew {
         return Err(expired(format!(
             "expired {}s ago by the hub's clock (tolerance {}s); fix the agent's clock",
             now_unix - exp,

@@ -29,9 +29,27 @@ pub async fn heartbeat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<HeartbeatAnswer>, ApiError> {
+    let result = accept_heartbeat(&state, ClusterId::new(namespace, name), &headers, body);
+    state.fleet.metrics().heartbeat(outcome(&result));
+    result
+}
+
+/// `accepted`, or the rejection code: the `result` label of the request metrics.
+fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
+    match result {
+        Ok(_) => "accepted",
+        Err(e) => e.0.code.as_str(),
+    }
+}
+
+fn accept_heartbeat(
+    state: &AppState,
+    cluster: ClusterId,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<HeartbeatAnswer>, ApiError> {
     let now = Instant::now();
-    let cluster = ClusterId::new(namespace, name);
-    check_content_type(&headers)?;
+    check_content_type(headers)?;
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -74,7 +92,16 @@ pub async fn config(
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<AgentConfig>, ApiError> {
-    let cluster = ClusterId::new(namespace, name);
+    let result = serve_config(&state, ClusterId::new(namespace, name), &headers);
+    state.fleet.metrics().config_request(outcome(&result));
+    result
+}
+
+fn serve_config(
+    state: &AppState,
+    cluster: ClusterId,
+    headers: &HeaderMap,
+) -> Result<Json<AgentConfig>, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

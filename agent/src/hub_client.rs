@@ -1,0 +1,213 @@
+//! The hub, as the agent sees it: a small trait ([`HubClient`]) with one real
+//! implementation over HTTPS ([`HttpHubClient`]), and [`HubError`], which sorts every
+//! failed request into "retry soon" ([`HubError::is_transient`]) or "needs a fix".
+
+mod http;
+
+use std::future::Future;
+use std::time::Duration;
+
+use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
+use fleetpulse_common::protocol::replay::Position;
+use fleetpulse_common::protocol::report::{AgentConfig, HeartbeatAnswer};
+
+pub use http::HttpHubClient;
+
+/// The two requests an agent makes. Implementations must be cancel-safe: dropping a
+/// returned future abandons the request.
+pub trait HubClient: Send + Sync + 'static {
+    /// POSTs a signed heartbeat (a compact JWS) and returns the hub's answer.
+    fn send_heartbeat(
+        &self,
+        jws: String,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<HeartbeatAnswer, HubError>> + Send;
+
+    /// GETs the cluster's effective config, authorized by a signed config request.
+    fn fetch_config(
+        &self,
+        request_jws: String,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<AgentConfig, HubError>> + Send;
+}
+
+/// A request to the hub that did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// No answer: connection refused or reset, DNS, TLS handshake, timeout.
+    #[error("hub at {url} is unreachable: {}", error_chain(source.as_ref()))]
+    Unreachable {
+        /// The request URL.
+        url: String,
+        /// The transport error, with its chain.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The hub refused the request with a protocol error body.
+    #[error(
+        "hub at {url} rejected the request with HTTP {status}, {}: {}",
+        .body.code,
+        .body.message
+    )]
+    Rejected {
+        /// The request URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The hub's error body.
+        body: ErrorBody,
+    },
+    /// A non-success answer without a protocol error body (a proxy or load balancer).
+    #[error("hub at {url} answered HTTP {status}: {body}")]
+    Status {
+        /// The request URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// A success status with a body that is not the expected JSON.
+    #[error("hub at {url} answered with a body that is not a {expected}: {source}")]
+    BadAnswer {
+        /// The request URL.
+        url: String,
+        /// What was expected.
+        expected: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl HubError {
+    /// Whether retrying soon may succeed: the hub was unreachable, answered 5xx, 408 or
+    /// 429, or refused with a transient code ([`RejectCode::is_transient`]). Anything
+    /// else needs a fix on one side.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            HubError::Unreachable { .. } => true,
+            HubError::Rejected { status, body, .. } => {
+                transient_status(*status) || body.code.is_transient()
+            }
+            HubError::Status { status, .. } => transient_status(*status),
+            HubError::BadAnswer { .. } => false,
+        }
+    }
+
+    /// The rejection code, when the hub sent one.
+    pub fn code(&self) -> Option<RejectCode> {
+        match self {
+            HubError::Rejected { body, .. } => Some(body.code),
+            _ => None,
+        }
+    }
+
+    /// For `replayed` / `stale_sequence` rejections: the hub's last accepted position.
+    pub fn sequence_conflict(&self) -> Option<Position> {
+        match self {
+            HubError::Rejected { body, .. }
+                if matches!(body.code, RejectCode::Replayed | RejectCode::StaleSequence) =>
+            {
+                body.last_accepted
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An error and its sources, joined with `: ` (reqwest's top-level message alone, "error
+/// sending request", does not say what went wrong).
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+fn transient_status(status: u16) -> bool {
+    status >= 500 || status == 408 || status == 429
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(code: RejectCode, last: Option<Position>) -> HubError {
+        HubError::Rejected {
+            url: "u".into(),
+            status: code.http_status(),
+            body: ErrorBody {
+                code,
+                message: "m".into(),
+                last_accepted: last,
+            },
+        }
+    }
+
+    #[test]
+    fn unavailable_and_server_errors_are_transient_misconfiguration_is_not() {
+        assert!(rejected(RejectCode::Unavailable, None).is_transient());
+        assert!(
+            HubError::Status {
+                url: "u".into(),
+                status: 502,
+                body: String::new()
+            }
+            .is_transient()
+        );
+        assert!(
+            HubError::Status {
+                url: "u".into(),
+                status: 429,
+                body: String::new()
+            }
+            .is_transient()
+        );
+        for code in RejectCode::ALL
+            .into_iter()
+            .filter(|c| *c != RejectCode::Unavailable)
+        {
+            assert!(!rejected(code, None).is_transient(), "{code}");
+        }
+        assert!(
+            !HubError::Status {
+                url: "u".into(),
+                status: 404,
+                body: String::new()
+            }
+            .is_transient()
+        );
+    }
+
+    #[test]
+    fn only_sequence_rejections_carry_a_conflict() {
+        let last = Position {
+            incarnation: 5,
+            seq: 9,
+        };
+        assert_eq!(
+            rejected(RejectCode::Replayed, Some(last)).sequence_conflict(),
+            Some(last)
+        );
+        assert_eq!(
+            rejected(RejectCode::StaleSequence, Some(last)).sequence_conflict(),
+            Some(last)
+        );
+        assert_eq!(
+            rejected(RejectCode::UnknownKey, Some(last)).sequence_conflict(),
+            None
+        );
+        assert_eq!(
+            rejected(RejectCode::StaleSequence, None).sequence_conflict(),
+            None
+        );
+    }
+}

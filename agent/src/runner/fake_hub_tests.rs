@@ -1,0 +1,227 @@
+//! Loop rules against a scripted in-memory hub, on Tokio's paused clock (so "waits a full
+//! interval" is asserted exactly, with no real sleeping).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::BackoffBuilder;
+use ed25519_dalek::VerifyingKey;
+use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
+use fleetpulse_common::protocol::replay::Position;
+use fleetpulse_common::protocol::report::{
+    AgentConfig, ClusterId, HeartbeatAnswer, HeartbeatReport,
+};
+use fleetpulse_common::protocol::{TYP_HEARTBEAT, jws, keys};
+use tokio::time::Instant;
+
+use super::{AgentHandle, retry_backoff, spawn_with};
+use crate::hub_client::{HubClient, HubError};
+use crate::{AgentOptions, Url};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// What the fake hub does with one heartbeat; once the script is used up it accepts.
+enum Reply {
+    Accept,
+    Reject(RejectCode, Option<Position>),
+    Hang,
+}
+
+struct Script {
+    key: VerifyingKey,
+    replies: VecDeque<Reply>,
+    seen: Vec<(Instant, HeartbeatReport)>,
+}
+
+#[derive(Clone)]
+struct FakeHub(Arc<Mutex<Script>>);
+
+impl FakeHub {
+    fn seen(&self) -> Vec<(Instant, HeartbeatReport)> {
+        self.0.lock().unwrap().seen.clone()
+    }
+}
+
+impl HubClient for FakeHub {
+    async fn send_heartbeat(&self, jws: String, _: Duration) -> Result<HeartbeatAnswer, HubError> {
+        let reply = {
+            let mut script = self.0.lock().unwrap();
+            let payload = jws::parse(&jws, TYP_HEARTBEAT)
+                .unwrap()
+                .verify(&script.key)
+                .unwrap();
+            let report: HeartbeatReport = serde_json::from_slice(&payload).unwrap();
+            script.seen.push((Instant::now(), report.clone()));
+            let reply = script.replies.pop_front().unwrap_or(Reply::Accept);
+            (reply, report)
+        };
+        match reply {
+            (Reply::Accept, report) => Ok(HeartbeatAnswer {
+                incarnation: report.incarnation,
+                accepted_seq: report.seq,
+                config_generation: 0,
+                interval_seconds: 10,
+            }),
+            (Reply::Reject(code, last_accepted), _) => Err(HubError::Rejected {
+                url: "fake".into(),
+                status: code.http_status(),
+                body: ErrorBody {
+                    code,
+                    message: format!("fake {code}"),
+                    last_accepted,
+                },
+            }),
+            (Reply::Hang, _) => std::future::pending().await,
+        }
+    }
+
+    async fn fetch_config(&self, _: String, _: Duration) -> Result<AgentConfig, HubError> {
+        Ok(AgentConfig::default())
+    }
+}
+
+/// An agent (interval 10 s) on a fake hub that plays `replies`.
+fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub) {
+    let key = keys::generate();
+    let hub = FakeHub(Arc::new(Mutex::new(Script {
+        key: key.verifying_key(),
+        replies: replies.into_iter().collect(),
+        seen: Vec::new(),
+    })));
+    let opts = AgentOptions::new(
+        Url::parse("https://hub.invalid").unwrap(),
+        ClusterId::new("fleet", "edge-1"),
+        key,
+    );
+    (spawn_with(hub.clone(), opts), hub)
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_sequence_moves_the_incarnation_above_the_hubs_and_resends_at_once() {
+    let (agent, hub) = spawn_fake([]);
+    let ours = agent.status().incarnation;
+    let hubs = Position {
+        incarnation: ours + 1_000,
+        seq: 7,
+    };
+    hub.0
+        .lock()
+        .unwrap()
+        .replies
+        .push_back(Reply::Reject(RejectCode::StaleSequence, Some(hubs)));
+
+    let status = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 1)
+        .await
+        .unwrap();
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[0].1.incarnation, seen[0].1.seq), (ours, 1));
+    assert_eq!((seen[1].1.incarnation, seen[1].1.seq), (ours + 1_001, 1));
+    assert_eq!(seen[1].0, seen[0].0, "the resend must not wait");
+    assert_eq!(status.incarnation, ours + 1_001);
+    assert_eq!(
+        status.last_accepted,
+        Some(Position {
+            incarnation: ours + 1_001,
+            seq: 1
+        })
+    );
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn incarnation_restart_happens_once_then_the_agent_waits_an_interval() {
+    let (agent, hub) = spawn_fake([]);
+    let ours = agent.status().incarnation;
+    let hubs = Position {
+        incarnation: ours + 5,
+        seq: 1,
+    };
+    let later = Position {
+        incarnation: ours + 50,
+        seq: 1,
+    };
+    hub.0.lock().unwrap().replies.extend([
+        Reply::Reject(RejectCode::Replayed, Some(hubs)),
+        Reply::Reject(RejectCode::StaleSequence, Some(later)),
+        Reply::Reject(RejectCode::StaleSequence, Some(later)),
+    ]);
+
+    agent
+        .wait_for(WAIT, |s| s.accepted_total >= 1)
+        .await
+        .unwrap();
+    let at: Vec<_> = hub
+        .seen()
+        .iter()
+        .map(|(t, r)| (*t, r.incarnation - ours, r.seq))
+        .collect();
+    let t0 = at[0].0;
+    assert_eq!(at.len(), 4, "{at:?}");
+    assert_eq!(at[..2], [(t0, 0, 1), (t0, 6, 1)], "one immediate restart");
+    let t1 = at[2].0;
+    assert!(t1 - t0 >= Duration::from_secs(10), "then no tight loop");
+    assert_eq!(
+        at[2..],
+        [(t1, 6, 2), (t1, 51, 1)],
+        "the next heartbeat may restart again"
+    );
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_rejection_is_retried_only_after_a_full_interval() {
+    let (agent, hub) = spawn_fake([Reply::Reject(RejectCode::UnknownKey, None)]);
+    let failed = agent
+        .wait_for(WAIT, |s| s.consecutive_failures == 1)
+        .await
+        .unwrap();
+    assert_eq!(failed.last_reject_code, Some(RejectCode::UnknownKey));
+    assert!(failed.last_error.unwrap().contains("fake unknown_key"));
+
+    let ok = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 1)
+        .await
+        .unwrap();
+    assert_eq!(ok.consecutive_failures, 0);
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].0 - seen[0].0 >= Duration::from_secs(10));
+    assert_eq!(seen[1].1.seq, 2);
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_abandons_a_request_the_hub_never_answers() {
+    let (agent, hub) = spawn_fake([Reply::Hang]);
+    agent
+        .wait_for(WAIT, |s| s.last_sent.is_some())
+        .await
+        .unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(1), agent.stop()).await;
+    let status = stopped.expect("stop must not wait for the hub").unwrap();
+    assert_eq!(status.accepted_total, 0);
+    assert_eq!(hub.seen().len(), 1);
+}
+
+#[test]
+fn backoff_delays_stay_between_the_minimum_and_the_interval_capped_at_30s() {
+    for (interval, ceiling) in [(10, 10), (60, 30), (1, 1)] {
+        let ceiling = Duration::from_secs(ceiling);
+        let delays: Vec<_> = retry_backoff(Duration::from_secs(interval))
+            .build()
+            .take(50)
+            .collect();
+        assert_eq!(delays.len(), 50, "unlimited attempts");
+        assert!(
+            delays[0] >= Duration::from_millis(500).min(ceiling / 2),
+            "{delays:?}"
+        );
+        assert!(
+            delays.iter().all(|d| *d <= ceiling),
+            "interval {interval}: {delays:?}"
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! The loop itself: one heartbeat per interval, backoff while the hub is unreachable,
+//! the incarnation rule on sequence rejections, and the config pull.
+//!
+//! The rules are listed in the [`crate::runner`] module docs.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use ed25519_dalek::SigningKey;
+use fleetpulse_common::protocol::replay::Position;
+use fleetpulse_common::protocol::report::{ClusterId, HeartbeatAnswer};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use super::AgentStatus;
+use crate::checks::ChecksSource;
+use crate::hub_client::{HubClient, HubError};
+use crate::options::AgentOptions;
+use crate::report::{
+    ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
+};
+
+/// Transient failures in a row are logged at warn for the first and every `LOG_EVERY`th.
+const LOG_EVERY: u32 = 10;
+/// Longest backoff delay between attempts, whatever the interval.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+/// Shortest backoff delay.
+const MIN_RETRY_DELAY: Duration = Duration::from_millis(500);
+
+/// The backoff between attempts while the hub is unreachable: exponential from 500 ms,
+/// with jitter, never longer than the interval nor 30 s, without an attempt limit. Jitter
+/// adds up to 100% to backon's base delay, so the base is capped at half the ceiling.
+pub fn retry_backoff(interval: Duration) -> ExponentialBuilder {
+    let ceiling = interval.min(MAX_RETRY_DELAY);
+    let base_max = ceiling / 2;
+    ExponentialBuilder::default()
+        .with_jitter()
+        .with_min_delay(MIN_RETRY_DELAY.min(base_max))
+        .with_max_delay(base_max)
+        .without_max_times()
+}
+
+/// The timeout of one request: the interval, between 1 s and 10 s.
+pub fn request_timeout(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_secs(1), Duration::from_secs(10))
+}
+
+/// One agent's loop state, over any [`HubClient`].
+pub(crate) struct Agent<H> {
+    hub: H,
+    key: SigningKey,
+    cluster: ClusterId,
+    reports: ReportBuilder,
+    checks: Arc<dyn ChecksSource>,
+    interval: Duration,
+    applied_generation: u64,
+    failures: u32,
+    status: watch::Sender<AgentStatus>,
+}
+
+impl<H: HubClient> Agent<H> {
+    /// An agent starting now (its incarnation is the current time in milliseconds).
+    pub(crate) fn new(hub: H, opts: AgentOptions) -> (Self, watch::Receiver<AgentStatus>) {
+        let incarnation = incarnation_at(SystemTime::now());
+        let reports = ReportBuilder::new(
+            opts.audience,
+            opts.cluster.clone(),
+            opts.cluster_uid,
+            incarnation,
+        );
+        let (status, rx) = watch::channel(AgentStatus::starting(
+            opts.cluster.clone(),
+            incarnation,
+            opts.interval,
+        ));
+        let agent = Self {
+            hub,
+            key: opts.key,
+            cluster: opts.cluster,
+            reports,
+            checks: opts.checks,
+            interval: opts.interval,
+            applied_generation: 0,
+            failures: 0,
+            status,
+        };
+        (agent, rx)
+    }
+
+    /// Runs until `shutdown` is cancelled; cancellation abandons any request or sleep.
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+        info!(cluster = %self.cluster, incarnation = self.reports.incarnation(), "agent started");
+        while let Some(()) = shutdown.run_until_cancelled(self.tick()).await {}
+        info!(cluster = %self.cluster, "agent stopped");
+    }
+
+    /// One heartbeat (with its retries and config pull), then the wait for the next.
+    async fn tick(&mut self) {
+        match self.deliver().await {
+            Ok(answer) => {
+                let accepted_at = Instant::now();
+                self.accepted(&answer);
+                if answer.config_generation != self.applied_generation {
+                    self.pull_config(answer.config_generation).await;
+                }
+                tokio::time::sleep_until(accepted_at + self.interval).await;
+            }
+            Err(err) => {
+                self.refused(&err);
+                tokio::time::sleep(self.interval).await;
+            }
+        }
+    }
+
+    /// Sends reports until one is accepted (retrying transient failures) or one is
+    /// refused for good.
+    async fn deliver(&mut self) -> Result<HeartbeatAnswer, HubError> {
+        let mut backoff = retry_backoff(self.interval).build();
+        let mut restarted = false;
+        loop {
+            let report = self.reports.build(
+                unix_seconds(SystemTime::now()),
+                self.interval.as_secs().clamp(1, u32::MAX.into()) as u32,
+                self.applied_generation,
+                self.checks.results(),
+            );
+            let sent = Position {
+                incarnation: report.incarnation,
+                seq: report.seq,
+            };
+            self.status.send_modify(|s| s.last_sent = Some(sent));
+            let jws = sign_report(&self.key, &report);
+            let err = match self
+                .hub
+                .send_heartbeat(jws, request_timeout(self.interval))
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(err) => err,
+            };
+            if !restarted
+                && let Some(last) = err.sequence_conflict()
+                && let Some(incarnation) = self.reports.restart_above(last)
+            {
+                restarted = true;
+                warn!(
+                    cluster = %self.cluster,
+                    code = ?err.code(),
+                    last_accepted.incarnation = last.incarnation,
+                    last_accepted.seq = last.seq,
+                    incarnation,
+                    "hub already accepted a later report from this key (clock reset or a second \
+                     agent with the same key?); restarting the sequence above it"
+                );
+                self.status.send_modify(|s| s.incarnation = incarnation);
+                continue;
+            }
+            if !err.is_transient() {
+                return Err(err);
+            }
+            self.note_failure(&err);
+            let (cluster, seq, failures) = (&self.cluster, sent.seq, self.failures);
+            if failures == 1 || failures.is_multiple_of(LOG_EVERY) {
+                warn!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+            } else {
+                debug!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+            }
+            let delay = backoff.next().unwrap_or(MAX_RETRY_DELAY.min(self.interval));
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    fn accepted(&mut self, answer: &HeartbeatAnswer) {
+        if self.failures > 0 {
+            info!(
+                cluster = %self.cluster,
+                seq = answer.accepted_seq,
+                failed_attempts = self.failures,
+                "hub accepted a heartbeat again"
+            );
+        }
+        self.failures = 0;
+        let interval = Duration::from_secs(answer.interval_seconds.max(1).into());
+        if interval != self.interval {
+            info!(
+                cluster = %self.cluster,
+                interval_seconds = interval.as_secs(),
+                "adopting the hub's heartbeat interval"
+            );
+            self.interval = interval;
+        }
+        let accepted = Position {
+            incarnation: answer.incarnation,
+            seq: answer.accepted_seq,
+        };
+        self.status.send_modify(|s| {
+            s.last_accepted = Some(accepted);
+            s.accepted_total += 1;
+            s.interval = interval;
+            s.consecutive_failures = 0;
+            s.last_error = None;
+            s.last_reject_code = None;
+        });
+    }
+
+    fn refused(&mut self, err: &HubError) {
+        self.note_failure(err);
+        error!(
+            cluster = %self.cluster,
+            seq = self.reports.next_seq() - 1,
+            code = ?err.code(),
+            error = %err,
+            retry_in_seconds = self.interval.as_secs(),
+            "hub refused the heartbeat; fix what the hub's message names"
+        );
+    }
+
+    fn note_failure(&mut self, err: &HubError) {
+        self.failures = self.failures.saturating_add(1);
+        let failures = self.failures;
+        self.status.send_modify(|s| {
+            s.consecutive_failures = failures;
+            s.last_error = Some(err.to_string());
+            s.last_reject_code = err.code();
+        });
+    }
+
+    /// Pulls the config announced as `generation`; on failure the next heartbeat's answer
+    /// triggers another pull.
+    async fn pull_config(&mut self, generation: u64) {
+        let request = self.reports.config_request(unix_seconds(SystemTime::now()));
+        let jws = sign_config_request(&self.key, &request);
+        match self
+            .hub
+            .fetch_config(jws, request_timeout(self.interval))
+            .await
+        {
+            Ok(config) => {
+                self.checks.apply_config(&config);
+                self.applied_generation = config.generation;
+                info!(
+                    cluster = %self.cluster,
+                    generation = config.generation,
+                    readiness_checks = config.readiness_checks.len(),
+                    liveness_checks = config.liveness_checks.len(),
+                    "applied the hub's config"
+                );
+                let config = Arc::new(config);
+                self.status.send_modify(|s| {
+                    s.config_generation = config.generation;
+                    s.config = Some(config);
+                });
+            }
+            Err(err) => {
+                warn!(
+                    cluster = %self.cluster,
+                    generation,
+                    error = %err,
+                    "cannot pull the config; retrying after the next heartbeat"
+                );
+                self.status
+                    .send_modify(|s| s.last_error = Some(err.to_string()));
+            }
+        }
+    }
+}
