@@ -209,7 +209,6 @@ impl Fleet {
     ) -> Result<HeartbeatAnswer, Rejection> {
         let mut state = entry.state.lock();
         let last = state.positions.get(kid).copied();
-        state.record_heartbeat(kid, report, now, wall);
         let pos = replay::admit(
             report,
             &self.settings.audience,

@@ -3,11 +3,13 @@
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
+//! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
 pub mod fleet;
 pub mod pki;
+pub mod process;
 pub mod scenario;
 pub mod wait;

@@ -20,3 +20,21 @@ pub async fn until(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Like [`until`], for synchronous tests (e.g. driving child processes).
+pub fn blocking_until(
+    what: &str,
+    timeout: Duration,
+    mut condition: impl FnMut() -> bool,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if condition() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > timeout {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

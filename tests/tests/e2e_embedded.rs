@@ -188,3 +188,45 @@ async fn an_agent_catches_up_right_after_the_hub_returns() -> anyhow::Result<()>
     assert_eq!(s.condition(0, REACHABLE), Status::True);
     s.shutdown().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_the_manifests_reaches_the_hub_and_the_agent_without_a_restart()
+-> anyhow::Result<()> {
+    let mut s = Scenario::start(1, INTERVAL, GRACE).await?;
+    s.start_agent(0)?;
+    let agent = s.agent(0).expect("agent runs");
+    agent
+        .wait_for(secs(20), |st| st.config_generation == 1)
+        .await
+        .map_err(|st| anyhow::anyhow!("agent did not pull the first config: {st:?}"))?;
+
+    // A liveness check added to the cluster and a second cluster added to the directory.
+    let path = fleetpulse_tests::fleet::manifest_path(&s.dir.path().join("manifests"));
+    let yaml = std::fs::read_to_string(&path)?;
+    let edited = yaml.replacen(
+        "  agent:\n",
+        "  livenessChecks:\n    - name: nodes\n      readyNodes: {minCount: 1}\n  agent:\n",
+        1,
+    );
+    std::fs::write(&path, edited)?;
+    std::fs::write(
+        path.with_file_name("more.yaml"),
+        "apiVersion: fleetpulse.io/v1alpha1\nkind: MemberCluster\nmetadata: {name: late, namespace: fleet}\nspec: {}\n",
+    )?;
+
+    let agent = s.agent(0).expect("agent runs");
+    let status = agent
+        .wait_for(secs(20), |st| st.config_generation == 2)
+        .await
+        .map_err(|st| anyhow::anyhow!("agent did not pull the edited config: {st:?}"))?;
+    let config = status.config.expect("a pulled config");
+    assert_eq!(config.liveness_checks.len(), 1);
+    assert_eq!(config.liveness_checks[0].name, "nodes");
+    wait::until("the added cluster served", secs(10), || {
+        s.member_clusters()
+            .iter()
+            .any(|m| m.metadata.name.as_deref() == Some("late"))
+    })
+    .await?;
+    s.shutdown().await
+}

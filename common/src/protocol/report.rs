@@ -10,6 +10,10 @@ use crate::api::{CheckKind, CheckPhase, ClusterCheck};
 /// The report schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// Largest `incarnation` or `seq` a report may carry: 2^63 - 1, so that stores with signed
+/// 64-bit integers (SQLite, Kubernetes JSON numbers) order positions correctly.
+pub const MAX_POSITION: u64 = i64::MAX as u64;
+
 /// A MemberCluster's namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ClusterId {
@@ -166,6 +170,12 @@ impl HeartbeatReport {
                 c.name
             ));
         }
+        if self.incarnation > MAX_POSITION || self.seq > MAX_POSITION {
+            return Err(format!(
+                "incarnation and seq must be at most {MAX_POSITION} (2^63 - 1), so that stores \
+                 with signed 64-bit integers keep them in order"
+            ));
+        }
         if self.interval_seconds == 0 {
             return Err("intervalSeconds must be at least 1".into());
         }
@@ -216,4 +226,50 @@ pub struct AgentConfig {
     /// Liveness checks.
     #[serde(default)]
     pub liveness_checks: Vec<ClusterCheck>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(incarnation: u64, seq: u64) -> HeartbeatReport {
+        HeartbeatReport {
+            schema_version: SCHEMA_VERSION,
+            aud: "hub".into(),
+            cluster: ClusterId::new("fleet", "a"),
+            cluster_uid: String::new(),
+            agent_version: "t".into(),
+            incarnation,
+            seq,
+            iat: 0,
+            exp: 60,
+            interval_seconds: 10,
+            config_generation: 0,
+            checks: vec![],
+            summary: Summary::default(),
+        }
+    }
+
+    #[test]
+    fn positions_above_two_to_the_63_are_refused() {
+        assert!(report(MAX_POSITION, MAX_POSITION).validate().is_ok());
+        assert!(
+            report(MAX_POSITION + 1, 1)
+                .validate()
+                .unwrap_err()
+                .contains("2^63")
+        );
+        assert!(report(1, u64::MAX).validate().is_err());
+    }
+
+    #[test]
+    fn cluster_ids_parse_only_namespace_slash_name() {
+        assert_eq!(
+            ClusterId::parse("fleet/a").unwrap(),
+            ClusterId::new("fleet", "a")
+        );
+        for bad in ["a", "/a", "fleet/", "a/b/c"] {
+            assert!(ClusterId::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

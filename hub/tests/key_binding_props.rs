@@ -1,0 +1,225 @@
+//! Property tests of the key binding: a key listed on one MemberCluster never
+//! authenticates reports for another, whatever the clusters are called, and a report
+//! about another cluster than the one it was sent for is refused before it touches state.
+
+use std::time::Instant;
+
+use ed25519_dalek::SigningKey;
+use k8s_openapi::jiff::Timestamp;
+use proptest::prelude::*;
+
+use fleetpulse_common::api::{AgentPublicKey, AgentSpec, MemberCluster, MemberClusterSpec};
+use fleetpulse_common::protocol::errors::RejectCode;
+use fleetpulse_common::protocol::keys::{self, KeyId};
+use fleetpulse_common::protocol::replay::{self, Freshness};
+use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::health::Debounce;
+use fleetpulse_hub::store::{Snapshot, Store, StoreError, StoreWriter, Write};
+
+const AUDIENCE: &str = "hub-under-test";
+
+/// A store that keeps nothing: these properties are about decisions, not durability.
+struct Discard;
+
+impl Store for Discard {
+    fn load(&mut self) -> Result<Snapshot, StoreError> {
+        Ok(Snapshot::default())
+    }
+
+    fn apply(&mut self, _: &[Write]) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+fn fleet() -> Fleet {
+    let settings = Settings {
+        audience: AUDIENCE.into(),
+        freshness: Freshness::default(),
+        debounce: Debounce::default(),
+    };
+    Fleet::new(settings, StoreWriter::spawn(Discard))
+}
+
+/// A MemberCluster listing `keys` as `(key, revoked)`.
+fn member_cluster(id: &ClusterId, keys: &[(&SigningKey, bool)]) -> MemberCluster {
+    let public_keys = keys
+        .iter()
+        .map(|(key, revoked)| AgentPublicKey {
+            public_key: keys::public_key_string(&key.verifying_key()),
+            revoked: *revoked,
+        })
+        .collect();
+    let spec = MemberClusterSpec {
+        agent: AgentSpec { public_keys },
+        ..Default::default()
+    };
+    let mut mc = MemberCluster::new(&id.name, spec);
+    mc.metadata.namespace = Some(id.namespace.clone());
+    mc
+}
+
+fn load(fleet: &Fleet, clusters: Vec<MemberCluster>) -> Vec<String> {
+    let objects = Objects {
+        member_clusters: clusters,
+        ..Default::default()
+    };
+    fleet.reload(objects, Instant::now(), Timestamp::now())
+}
+
+fn kid(key: &SigningKey) -> String {
+    KeyId::of(&key.verifying_key()).0
+}
+
+fn report(cluster: &ClusterId, seq: u64) -> HeartbeatReport {
+    let now = Timestamp::now().as_second();
+    HeartbeatReport {
+        schema_version: SCHEMA_VERSION,
+        aud: AUDIENCE.into(),
+        cluster: cluster.clone(),
+        cluster_uid: "uid".into(),
+        agent_version: "test".into(),
+        incarnation: 1,
+        seq,
+        iat: now,
+        exp: now + 60,
+        interval_seconds: 10,
+        config_generation: 0,
+        checks: Vec::new(),
+        summary: Summary::default(),
+    }
+}
+
+fn signing_key() -> impl Strategy<Value = SigningKey> {
+    any::<[u8; 32]>().prop_map(|seed| SigningKey::from_bytes(&seed))
+}
+
+fn dns_label() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9-]{0,14}"
+}
+
+/// Two different cluster ids; often in the same namespace, sometimes with the same name.
+fn two_clusters() -> impl Strategy<Value = (ClusterId, ClusterId)> {
+    (dns_label(), dns_label(), dns_label(), any::<bool>()).prop_filter_map(
+        "the two clusters must differ",
+        |(ns, a, b, same_ns)| {
+            let ida = ClusterId::new(ns.clone(), a.clone());
+            let idb = if same_ns {
+                ClusterId::new(ns, b)
+            } else {
+                ClusterId::new(format!("{ns}-other"), a)
+            };
+            (ida != idb).then_some((ida, idb))
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn key_bound_to_one_cluster_never_authenticates_for_another(
+        (a, b) in two_clusters(),
+        key_a in signing_key(),
+        key_b in signing_key(),
+        a_revoked in any::<bool>(),
+    ) {
+        prop_assume!(key_a.to_bytes() != key_b.to_bytes());
+        let fleet = fleet();
+        let problems = load(&fleet, vec![
+            member_cluster(&a, &[(&key_a, a_revoked)]),
+            member_cluster(&b, &[(&key_b, false)]),
+        ]);
+        prop_assert!(problems.is_empty(), "{:?}", problems);
+
+        let err = fleet.lookup(&b, &kid(&key_a)).unwrap_err();
+        prop_assert_eq!(err.code, RejectCode::KeyNotForCluster);
+        let err = fleet.lookup(&a, &kid(&key_b)).unwrap_err();
+        prop_assert_eq!(err.code, RejectCode::KeyNotForCluster);
+
+        let (entry, key) = fleet.lookup(&b, &kid(&key_b)).expect("B's own key works for B");
+        prop_assert_eq!(&entry.id, &b);
+        prop_assert_eq!(key, key_b.verifying_key());
+        match fleet.lookup(&a, &kid(&key_a)) {
+            Ok((entry, key)) => {
+                prop_assert!(!a_revoked);
+                prop_assert_eq!(&entry.id, &a);
+                prop_assert_eq!(key, key_a.verifying_key());
+            }
+            Err(err) => {
+                prop_assert!(a_revoked);
+                prop_assert_eq!(err.code, RejectCode::KeyRevoked);
+            }
+        }
+    }
+
+    #[test]
+    fn key_listed_by_two_clusters_authenticates_for_only_the_first(
+        (a, b) in two_clusters(),
+        key in signing_key(),
+    ) {
+        let fleet = fleet();
+        let problems = load(&fleet, vec![
+            member_cluster(&b, &[(&key, false)]),
+            member_cluster(&a, &[(&key, false)]),
+        ]);
+        prop_assert_eq!(problems.len(), 1, "the conflict is reported: {:?}", problems);
+        let (owner, other) = if a < b { (&a, &b) } else { (&b, &a) };
+        prop_assert!(fleet.lookup(owner, &kid(&key)).is_ok());
+        let err = fleet.lookup(other, &kid(&key)).unwrap_err();
+        prop_assert_eq!(err.code, RejectCode::KeyNotForCluster);
+    }
+
+    #[test]
+    fn report_about_another_cluster_than_the_url_is_refused_without_state_change(
+        (a, b) in two_clusters(),
+        key_a in signing_key(),
+        seq in 1u64..1_000_000,
+    ) {
+        let now = Timestamp::now().as_second();
+        let about_b = report(&b, seq);
+        let err = replay::admit(&about_b, AUDIENCE, &a, None, now, Freshness::default())
+            .unwrap_err();
+        prop_assert_eq!(err.code, RejectCode::ClusterMismatch);
+
+        let fleet = fleet();
+        load(&fleet, vec![member_cluster(&a, &[(&key_a, false)])]);
+        let (entry, _) = fleet.lookup(&a, &kid(&key_a)).unwrap();
+        let before = fleet.member_clusters();
+        let err = fleet
+            .accept(&entry, &kid(&key_a), &about_b, Instant::now(), Timestamp::now())
+            .unwrap_err();
+        prop_assert_eq!(err.code, RejectCode::ClusterMismatch);
+        prop_assert!(entry.state.lock().positions.is_empty(), "no seq consumed");
+        prop_assert_eq!(fleet.member_clusters(), before);
+        prop_assert_eq!(fleet.status_writes(), 0);
+
+        // The same seq, about the right cluster, is still accepted.
+        let answer = fleet
+            .accept(&entry, &kid(&key_a), &report(&a, seq), Instant::now(), Timestamp::now())
+            .expect("a report about the URL's cluster is accepted");
+        prop_assert_eq!(answer.accepted_seq, seq);
+    }
+}
+
+/// When the owning MemberCluster goes away, its key goes with it: it does not become
+/// usable for the clusters that remain.
+#[test]
+fn removing_the_owner_does_not_move_its_key_to_another_cluster() {
+    let (a, b) = (ClusterId::new("fleet", "a"), ClusterId::new("fleet", "b"));
+    let (key_a, key_b) = (keys::generate(), keys::generate());
+    let fleet = fleet();
+    load(
+        &fleet,
+        vec![
+            member_cluster(&a, &[(&key_a, false)]),
+            member_cluster(&b, &[(&key_b, false)]),
+        ],
+    );
+    assert!(fleet.lookup(&a, &kid(&key_a)).is_ok());
+    load(&fleet, vec![member_cluster(&b, &[(&key_b, false)])]);
+    let err = fleet.lookup(&b, &kid(&key_a)).unwrap_err();
+    assert_eq!(err.code, RejectCode::UnknownKey);
+    let err = fleet.lookup(&a, &kid(&key_a)).unwrap_err();
+    assert_eq!(err.code, RejectCode::UnknownCluster);
+}
