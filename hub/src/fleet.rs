@@ -2,10 +2,13 @@
 //! and HealthPolicy objects) and each cluster's runtime state, behind one handle that the
 //! ingest, the ticker and the read API share.
 //!
+//! `fleet/admission.rs` holds the heartbeat path (key rules, replay rules, state update).
+//!
 //! Locking: the registry is an `Arc` swapped whole on reload (readers clone the `Arc`
 //! under a short read lock); each cluster's runtime state has its own mutex, so
 //! heartbeats for different clusters never contend.
 
+mod admission;
 pub mod cluster;
 pub mod registry;
 
@@ -13,17 +16,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ed25519_dalek::VerifyingKey;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
-use fleetpulse_common::protocol::errors::RejectCode;
-use fleetpulse_common::protocol::replay::{self, Freshness, Rejection};
-use fleetpulse_common::protocol::report::{
-    AgentConfig, ClusterId, HeartbeatAnswer, HeartbeatReport,
-};
+use fleetpulse_common::protocol::replay::Freshness;
+use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
 pub use cluster::ClusterState;
 pub use registry::{ClusterEntry, Objects, Registry};
@@ -48,20 +47,11 @@ pub struct Fleet {
     registry: RwLock<Arc<Registry>>,
     settings: Settings,
     store: StoreWriter,
-    dirty_positions: Mutex<HashSet<ClusterId>>,
     metrics: Metrics,
     prometheus: prometheus_client::registry::Registry,
     /// Runtime state of every cluster this hub process knew, kept when a cluster leaves the
     /// manifests so that a re-added cluster keeps its replay protection.
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
-}
-
-fn reject(code: RejectCode, message: String) -> Rejection {
-    Rejection {
-        code,
-        message,
-        last_accepted: None,
-    }
 }
 
 impl Fleet {
@@ -73,7 +63,6 @@ impl Fleet {
             registry: RwLock::new(Arc::new(Registry::default())),
             settings,
             store,
-            dirty_positions: Mutex::new(HashSet::new()),
             metrics,
             prometheus,
             states: Mutex::new(HashMap::new()),
@@ -152,110 +141,22 @@ impl Fleet {
         self.store.send(writes);
     }
 
-    /// Finds the cluster and the key a JWS claims, applying the key rules: the key must
-    /// exist, be bound to this cluster, and not be revoked.
-    pub fn lookup(
-        &self,
-        cluster: &ClusterId,
-        kid: &str,
-    ) -> Result<(Arc<ClusterEntry>, VerifyingKey), Rejection> {
-        let registry = self.registry();
-        let Some(entry) = registry.cluster(cluster) else {
-            return Err(reject(
-                RejectCode::UnknownCluster,
-                format!(
-                    "no MemberCluster {cluster} on this hub; create it, or fix the agent's --cluster"
-                ),
-            ));
-        };
-        let Some(binding) = registry.key(kid) else {
-            return Err(reject(
-                RejectCode::UnknownKey,
-                format!(
-                    "key {kid} is not in spec.agent.publicKeys of any MemberCluster; add the \
-                     agent's public key to MemberCluster {cluster}"
-                ),
-            ));
-        };
-        if binding.cluster != *cluster {
-            return Err(reject(
-                RejectCode::KeyNotForCluster,
-                format!(
-                    "key {kid} belongs to MemberCluster {}, not {cluster}",
-                    binding.cluster
-                ),
-            ));
-        }
-        if binding.revoked {
-            return Err(reject(
-                RejectCode::KeyRevoked,
-                format!(
-                    "key {kid} of MemberCluster {cluster} is revoked; give the agent a new key"
-                ),
-            ));
-        }
-        Ok((entry.clone(), binding.key))
-    }
-
-    /// Admits a verified report and applies it: replay rules, liveness, health. Writes
-    /// nothing unless every rule passed; persists status only if a condition changed.
-    pub fn accept(
-        &self,
-        entry: &ClusterEntry,
-        kid: &str,
-        report: &HeartbeatReport,
-        now: Instant,
-        wall: Timestamp,
-    ) -> Result<HeartbeatAnswer, Rejection> {
-        let mut state = entry.state.lock();
-        let last = state.positions.get(kid).copied();
-        let pos = replay::admit(
-            report,
-            &self.settings.audience,
-            &entry.id,
-            last,
-            wall.as_second(),
-            self.settings.freshness,
-        )?;
-        state.positions.insert(kid.to_owned(), pos);
-        state.record_heartbeat(kid, report, now, wall);
-        let changed =
-            !entry.object.spec.paused && state.health.report(report, self.settings.debounce, wall);
-        let answer = HeartbeatAnswer {
-            incarnation: pos.incarnation,
-            accepted_seq: pos.seq,
-            config_generation: state.config_generation,
-            interval_seconds: entry.object.spec.heartbeat.interval_seconds,
-        };
-        let write = changed.then(|| state.record());
-        drop(state);
-        if let Some(record) = write {
-            tracing::info!(cluster = %entry.id, seq = pos.seq, "cluster conditions changed on report");
-            self.write_status(&entry.id, record);
-        } else {
-            self.dirty_positions.lock().insert(entry.id.clone());
-        }
-        Ok(answer)
-    }
-
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
         let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
         for entry in self.registry().clusters() {
             let grace = entry.object.spec.heartbeat.grace_period_seconds;
             let mut state = entry.state.lock();
+            let verdict = state
+                .liveness
+                .judge(now, std::time::Duration::from_secs(grace.into()));
+            let changed = !entry.object.spec.paused && state.health.observe(verdict, grace, wall);
             for type_ in [REACHABLE, READY, HEALTHY] {
                 *counts
                     .entry((type_, state.health.status(type_)))
                     .or_default() += 1;
             }
-            if entry.object.spec.paused {
-                continue;
-            }
-            let verdict = state
-                .liveness
-                .judge(now, std::time::Duration::from_secs(grace.into()));
-            if state.health.observe(verdict, grace, wall) {
+            if changed {
                 let record = state.record();
                 drop(state);
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
@@ -274,16 +175,19 @@ impl Fleet {
         }
     }
 
-    /// Writes the positions accepted since the last flush, in one batch.
+    /// Writes the positions accepted since the last flush, in one batch. The heartbeat path
+    /// only sets a per-cluster flag, so it shares no lock with other clusters.
     pub fn flush_positions(&self) {
-        let dirty: Vec<ClusterId> = self.dirty_positions.lock().drain().collect();
-        let registry = self.registry();
-        let writes: Vec<Write> = dirty
+        let writes: Vec<Write> = self
+            .states
+            .lock()
             .iter()
-            .filter_map(|id| registry.cluster(id))
-            .map(|e| Write::Positions {
-                cluster: e.id.clone(),
-                positions: e.state.lock().positions.clone(),
+            .filter_map(|(id, state)| {
+                let mut state = state.lock();
+                std::mem::take(&mut state.positions_dirty).then(|| Write::Positions {
+                    cluster: id.clone(),
+                    positions: state.positions.clone(),
+                })
             })
             .collect();
         self.store.send(writes);
@@ -334,7 +238,6 @@ impl Fleet {
 
     fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
         self.metrics.status_writes.inc();
-        self.dirty_positions.lock().insert(cluster.clone());
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),
             record,

@@ -25,6 +25,8 @@ pub struct ClusterState {
     pub health: Health,
     /// Last accepted `(incarnation, seq)` per key id.
     pub positions: HashMap<String, Position>,
+    /// Positions changed since the last flush to the store.
+    pub positions_dirty: bool,
     /// Generation of the effective config served to the agent.
     pub config_generation: u64,
     /// Hash of the effective config that generation stands for (0: none yet).
@@ -50,6 +52,7 @@ impl ClusterState {
             liveness: Liveness::new(now),
             health: Health::restore(status.conditions, uid, wall),
             positions,
+            positions_dirty: false,
             config_generation: status.config_generation.unwrap_or(0),
             config_hash: record.config_hash,
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),

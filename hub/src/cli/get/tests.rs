@@ -1,0 +1,51 @@
+use super::*;
+use fleetpulse_common::api::MemberClusterStatus;
+use fleetpulse_common::api::condition::Status;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+#[test]
+fn ages_read_like_kubectl() {
+    let now = Timestamp::from_second(100_000).unwrap();
+    let ago = |s: i64| Timestamp::from_second(100_000 - s).unwrap();
+    assert_eq!(age(ago(5), now), "5s");
+    assert_eq!(age(ago(192), now), "3m12s");
+    assert_eq!(age(ago(7300), now), "2h1m");
+    assert_eq!(age(ago(90_000), now), "1d");
+}
+
+#[test]
+fn table_shows_health_and_since_when() {
+    let now = Timestamp::from_second(10_000).unwrap();
+    let mut status = MemberClusterStatus {
+        last_heartbeat_time: Some(Time(Timestamp::from_second(9_997).unwrap())),
+        ..Default::default()
+    };
+    for (t, s) in [
+        (REACHABLE, Status::True),
+        (READY, Status::True),
+        (HEALTHY, Status::False),
+    ] {
+        condition::set(
+            &mut status.conditions,
+            t,
+            s,
+            "LivenessChecksFailing",
+            "m",
+            Timestamp::from_second(9_700).unwrap(),
+        );
+    }
+    let mut mc = MemberCluster::new("edge-1", Default::default());
+    mc.metadata.namespace = Some("fleet".into());
+    mc.status = Some(status);
+    let never = MemberCluster::new("edge-2", Default::default());
+    let out = member_cluster_table(&[mc, never], now);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("NAMESPACE"));
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["fleet", "edge-1", "True", "True", "False", "5m0s"]
+    );
+    assert!(lines[1].contains("3s ago") && lines[1].contains("LivenessChecksFailing"));
+    assert!(lines[2].contains("never") && lines[2].contains("Unknown"));
+}
