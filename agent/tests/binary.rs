@@ -11,10 +11,22 @@ fn agent() -> Command {
 fn keygen_writes_a_key_whose_printed_public_half_parses() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("edge.pem");
-    let out = agent().args(["keygen", "--out"]).arg(&key).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = agent()
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let public = stdout.lines().find_map(|l| l.strip_prefix("public key:")).unwrap().trim();
+    let public = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("public key:"))
+        .unwrap()
+        .trim();
     let parsed = fleetpulse_common::protocol::keys::parse_public_key(public).unwrap();
     let pem = std::fs::read_to_string(&key).unwrap();
     let signing = fleetpulse_common::protocol::keys::from_pem(&pem).unwrap();
@@ -25,9 +37,24 @@ fn keygen_writes_a_key_whose_printed_public_half_parses() {
 fn run_against_a_plain_http_hub_without_the_flag_fails_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("edge.pem");
-    assert!(agent().args(["keygen", "--out"]).arg(&key).output().unwrap().status.success());
+    assert!(
+        agent()
+            .args(["keygen", "--out"])
+            .arg(&key)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     let out = agent()
-        .args(["run", "--hub", "http://127.0.0.1:9", "--cluster", "fleet/edge", "--key-file"])
+        .args([
+            "run",
+            "--hub",
+            "http://127.0.0.1:9",
+            "--cluster",
+            "fleet/edge",
+            "--key-file",
+        ])
         .arg(&key)
         .output()
         .unwrap();
