@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use fleetpulse_common::api::crds;
 use fleetpulse_common::protocol::replay::Freshness;
 
+use crate::brake::BrakeSettings;
 use crate::health::Debounce;
 use crate::server::{Hub, HubOptions};
 
@@ -76,6 +77,21 @@ pub struct ServeArgs {
     /// Consecutive reports with a failing liveness check before a cluster is unhealthy.
     #[arg(long, env = "FLEETPULSE_UNHEALTHY_AFTER_REPORTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub unhealthy_after_reports: u32,
+    /// Share of reporting clusters that must go quiet at once for the hub to assume it is
+    /// the partitioned side and freeze set reassignment (0 < x <= 1).
+    #[arg(long, env = "FLEETPULSE_PARTITION_THRESHOLD", default_value_t = 0.55, value_parser = parse_share)]
+    pub partition_threshold: f64,
+    /// Fewest clusters that must go quiet at once to engage the partition brake.
+    #[arg(long, env = "FLEETPULSE_PARTITION_MIN_CLUSTERS", default_value_t = 3)]
+    pub partition_min_clusters: usize,
+    /// Release the partition brake after this many seconds even if the clusters stay quiet
+    /// (0: only when heartbeats return).
+    #[arg(
+        long,
+        env = "FLEETPULSE_PARTITION_RELEASE_AFTER_SECONDS",
+        default_value_t = 0
+    )]
+    pub partition_release_after_seconds: u64,
     /// Seconds between flushes of accepted sequence numbers to the store.
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
@@ -97,7 +113,22 @@ impl ServeArgs {
             unhealthy_after: self.unhealthy_after_reports,
         };
         o.position_flush_interval = Duration::from_secs(self.seq_flush_seconds);
+        o.brake = BrakeSettings {
+            threshold: self.partition_threshold,
+            min_clusters: self.partition_min_clusters.max(1),
+            release_after: (self.partition_release_after_seconds > 0)
+                .then(|| Duration::from_secs(self.partition_release_after_seconds)),
+        };
         o
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a share between 0 (exclusive) and 1, e.g. 0.55"
+        )),
     }
 }
 

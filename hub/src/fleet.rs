@@ -11,6 +11,7 @@
 mod admission;
 pub mod cluster;
 pub mod registry;
+pub mod sets;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,14 +20,16 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 
-use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
+use fleetpulse_common::api::{MEMBERSHIP_LABEL_VALUE, MemberCluster};
 use fleetpulse_common::protocol::replay::Freshness;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
 pub use cluster::ClusterState;
 pub use registry::{ClusterEntry, Objects, Registry};
+pub use sets::SetsState;
 
+use crate::brake::{Brake, BrakeSettings};
 use crate::health::Debounce;
 use crate::metrics::{ConditionLabels, Metrics};
 use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
@@ -40,6 +43,20 @@ pub struct Settings {
     pub freshness: Freshness,
     /// Debounce of `Healthy`.
     pub debounce: Debounce,
+    /// The partition brake.
+    pub brake: BrakeSettings,
+}
+
+impl Default for Settings {
+    /// Audience `fleetpulse` and the default freshness, debounce and brake.
+    fn default() -> Self {
+        Self {
+            audience: "fleetpulse".into(),
+            freshness: Freshness::default(),
+            debounce: Debounce::default(),
+            brake: BrakeSettings::default(),
+        }
+    }
 }
 
 /// The shared fleet state.
@@ -52,6 +69,8 @@ pub struct Fleet {
     /// Runtime state of every cluster this hub process knew, kept when a cluster leaves the
     /// manifests so that a re-added cluster keeps its replay protection.
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
+    /// Set statuses and the partition brake; evaluation holds this lock throughout.
+    sets: Mutex<SetsState>,
 }
 
 impl Fleet {
@@ -61,6 +80,7 @@ impl Fleet {
         let metrics = Metrics::register(&mut prometheus);
         Self {
             registry: RwLock::new(Arc::new(Registry::default())),
+            sets: Mutex::new(SetsState::new(Brake::new(settings.brake))),
             settings,
             store,
             metrics,
@@ -75,7 +95,9 @@ impl Fleet {
         let Snapshot {
             mut clusters,
             mut positions,
+            sets,
         } = snapshot;
+        self.sets.lock().statuses.extend(sets);
         let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
         let mut states = self.states.lock();
         for id in ids {
@@ -109,6 +131,7 @@ impl Fleet {
             })
         };
         self.install(registry);
+        self.evaluate_sets(wall);
         problems
     }
 
@@ -144,6 +167,7 @@ impl Fleet {
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
         let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
+        let mut any_changed = false;
         for entry in self.registry().clusters() {
             let grace = entry.object.spec.heartbeat.grace_period_seconds;
             let mut state = entry.state.lock();
@@ -157,11 +181,15 @@ impl Fleet {
                     .or_default() += 1;
             }
             if changed {
+                any_changed = true;
                 let record = state.record();
                 drop(state);
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
                 self.write_status(&entry.id, record);
             }
+        }
+        if self.drive_brake(now, wall) || any_changed {
+            self.evaluate_sets(wall);
         }
         for condition in [REACHABLE, READY, HEALTHY] {
             for status in [Status::True, Status::False, Status::Unknown] {
@@ -206,13 +234,20 @@ impl Fleet {
         config
     }
 
-    /// Every MemberCluster with its live status, for the read API.
+    /// Every MemberCluster with its live status and membership labels, for the read API.
     pub fn member_clusters(&self) -> Vec<MemberCluster> {
+        let mut membership = self.membership_labels();
         self.registry()
             .clusters()
             .map(|e| {
                 let mut mc = e.object.clone();
                 mc.status = Some(e.state.lock().live_status());
+                if let Some(keys) = membership.remove(&e.id) {
+                    let labels = mc.metadata.labels.get_or_insert_with(Default::default);
+                    for key in keys {
+                        labels.insert(key, MEMBERSHIP_LABEL_VALUE.to_owned());
+                    }
+                }
                 mc
             })
             .collect()

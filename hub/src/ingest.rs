@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/clustersets", get(read::cluster_sets))
         .route("/v1/sets", get(read::sets))
         .route("/v1/healthpolicies", get(read::health_policies))
+        .route("/v1/hub", get(read::hub))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

@@ -1,8 +1,8 @@
 //! fleetpulse-hub: verifies signed heartbeats from agents, detects failed clusters, keeps
 //! each cluster's health, and serves it on a read API.
 //!
-//! - [`detector`] and [`health`]: the pure decisions (failure detector, health state
-//!   machine).
+//! - [`detector`], [`health`], [`selection`], [`brake`]: the pure decisions (failure
+//!   detector, health state machine, set selection, partition brake).
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
 //! - [`store`]: durable state (embedded SQLite).
@@ -12,6 +12,7 @@
 //! - [`cli`]: the command line (`serve`, `crds`, `get`).
 #![forbid(unsafe_code)]
 
+pub mod brake;
 pub mod cli;
 pub mod detector;
 pub mod embedded;
@@ -19,5 +20,6 @@ pub mod fleet;
 pub mod health;
 pub mod ingest;
 pub mod metrics;
+pub mod selection;
 pub mod server;
 pub mod store;

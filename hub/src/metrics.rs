@@ -7,6 +7,8 @@
 //! | `fleetpulse_hub_config_requests_total` | `result` | config pulls by outcome |
 //! | `fleetpulse_hub_status_writes_total` | | status writes queued to the store (transitions) |
 //! | `fleetpulse_hub_clusters` | `condition`, `status` | clusters per condition status, at the last detector tick |
+//! | `fleetpulse_hub_failovers_total` | | selected clusters replaced after their toleration ran out |
+//! | `fleetpulse_hub_partition_brake_engaged` | | 1 while set reassignment is frozen by the partition brake |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +43,10 @@ pub struct Metrics {
     pub status_writes: Counter,
     /// Clusters per condition status.
     pub clusters: Family<ConditionLabels, Gauge>,
+    /// Set failovers.
+    pub failovers: Counter,
+    /// 1 while the partition brake freezes reassignment.
+    pub partition_brake_engaged: Gauge,
 }
 
 impl Metrics {
@@ -68,6 +74,16 @@ impl Metrics {
             "Clusters per condition status at the last detector tick",
             m.clusters.clone(),
         );
+        r.register(
+            "failovers",
+            "Selected clusters replaced after their toleration ran out",
+            m.failovers.clone(),
+        );
+        r.register(
+            "partition_brake_engaged",
+            "1 while set reassignment is frozen by the partition brake",
+            m.partition_brake_engaged.clone(),
+        );
         m
     }
 
@@ -83,5 +99,31 @@ impl Metrics {
         self.config_requests
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_exposed_with_its_prefix() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.heartbeat("accepted");
+        m.config_request("unknown_key");
+        m.failovers.inc();
+        m.partition_brake_engaged.set(1);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for name in [
+            "fleetpulse_hub_heartbeats_total{result=\"accepted\"} 1",
+            "fleetpulse_hub_config_requests_total{result=\"unknown_key\"} 1",
+            "fleetpulse_hub_status_writes_total 0",
+            "fleetpulse_hub_failovers_total 1",
+            "fleetpulse_hub_partition_brake_engaged 1",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
     }
 }

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::protocol::replay::Freshness;
 
+use crate::brake::BrakeSettings;
 use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
 use crate::health::Debounce;
@@ -81,6 +82,8 @@ pub struct HubOptions {
     pub freshness: Freshness,
     /// Debounce of `Healthy`.
     pub debounce: Debounce,
+    /// The partition brake.
+    pub brake: BrakeSettings,
     /// How often the failure detector runs.
     pub tick: Duration,
     /// How often the manifest directory is rescanned.
@@ -101,6 +104,7 @@ impl HubOptions {
             audience: "fleetpulse".into(),
             freshness: Freshness::default(),
             debounce: Debounce::default(),
+            brake: BrakeSettings::default(),
             tick: Duration::from_secs(1),
             reload_interval: Duration::from_secs(2),
             position_flush_interval: Duration::from_secs(10),
@@ -136,6 +140,7 @@ impl Hub {
             audience: opts.audience.clone(),
             freshness: opts.freshness,
             debounce: opts.debounce,
+            brake: opts.brake,
         };
         let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
         fleet.restore(snapshot, Instant::now(), Timestamp::now());

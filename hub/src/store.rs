@@ -1,11 +1,14 @@
 //! Where the hub keeps what must survive a restart: each cluster's status (written on
-//! transitions) and the last accepted `(incarnation, seq)` per key (flushed in batches).
+//! transitions), each set's status (its selection, for stickiness across restarts) and the
+//! last accepted `(incarnation, seq)` per key (flushed in batches).
 //!
-//! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation. The
+//! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation and
+//! [`memory::MemoryStore`] its test double. The
 //! Kubernetes mode (a later issue) implements the same trait over CR status. Writes go
 //! through a [`StoreWriter`]: a thread that applies queued writes in one transaction per
 //! batch, so the heartbeat path never waits on disk.
 
+pub mod memory;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -14,9 +17,11 @@ use std::thread;
 
 use serde::{Deserialize, Serialize};
 
-use fleetpulse_common::api::MemberClusterStatus;
+use fleetpulse_common::api::{MemberClusterStatus, SetStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::selection::SetKey;
 
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +38,9 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     /// A stored record could not be decoded.
-    #[error("embedded store: record of {cluster} is unreadable: {source}")]
+    #[error(
+        "embedded store: record of {cluster} is unreadable: {source}; delete the --data directory to start over"
+    )]
     Decode {
         /// The cluster whose record is bad.
         cluster: String,
@@ -60,6 +67,8 @@ pub struct Snapshot {
     pub clusters: HashMap<ClusterId, StoredCluster>,
     /// Accepted positions per cluster and key id.
     pub positions: HashMap<ClusterId, HashMap<String, Position>>,
+    /// Status of every ClusterSet and Set (the previous selection, for stickiness).
+    pub sets: HashMap<SetKey, SetStatus>,
 }
 
 /// One write.
@@ -71,6 +80,13 @@ pub enum Write {
         cluster: ClusterId,
         /// The record.
         record: StoredCluster,
+    },
+    /// Replace a set's status.
+    Set {
+        /// Which set.
+        key: SetKey,
+        /// Its status.
+        status: SetStatus,
     },
     /// Upsert a cluster's accepted positions.
     Positions {

@@ -24,7 +24,7 @@ use fleetpulse_common::api::{
 use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
 use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
-use fleetpulse_common::protocol::replay::{Freshness, Position};
+use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{
     AgentConfig, CheckResult, ClusterId, ConfigRequest, HeartbeatAnswer, HeartbeatReport,
     SCHEMA_VERSION, Summary,
@@ -34,7 +34,6 @@ use fleetpulse_common::protocol::{
     jws,
 };
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
-use fleetpulse_hub::health::Debounce;
 use fleetpulse_hub::ingest::{self, AppState};
 use fleetpulse_hub::store::sqlite::SqliteStore;
 use fleetpulse_hub::store::{Store, StoreWriter};
@@ -143,8 +142,7 @@ impl Fixture {
         let snapshot = store.load().unwrap();
         let settings = Settings {
             audience: AUDIENCE.into(),
-            freshness: Freshness::default(),
-            debounce: Debounce::default(),
+            ..Settings::default()
         };
         let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
         fleet.restore(snapshot, Instant::now(), Timestamp::now());

@@ -14,7 +14,6 @@ use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::replay::{self, Freshness};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
-use fleetpulse_hub::health::Debounce;
 use fleetpulse_hub::store::{Snapshot, Store, StoreError, StoreWriter, Write};
 
 const AUDIENCE: &str = "hub-under-test";
@@ -35,8 +34,7 @@ impl Store for Discard {
 fn fleet() -> Fleet {
     let settings = Settings {
         audience: AUDIENCE.into(),
-        freshness: Freshness::default(),
-        debounce: Debounce::default(),
+        ..Settings::default()
     };
     Fleet::new(settings, StoreWriter::spawn(Discard))
 }

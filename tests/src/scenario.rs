@@ -60,6 +60,13 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Writes (or replaces) a manifest file in the hub's manifest directory; the hub picks
+    /// it up on its next rescan.
+    pub fn write_manifest(&self, file: &str, yaml: &str) -> anyhow::Result<()> {
+        std::fs::write(self.dir.path().join("manifests").join(file), yaml)?;
+        Ok(())
+    }
+
     /// Options of the embedded hub (same data directory and address across restarts).
     pub fn hub_options(&self) -> HubOptions {
         let mut o = HubOptions::new(

@@ -153,3 +153,62 @@ pub struct SetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
+
+/// Label key prefix published on MemberClusters selected by a ClusterSet.
+pub const CLUSTER_SET_LABEL_PREFIX: &str = "clusterset.fleetpulse.io";
+/// Label key prefix published on MemberClusters selected by a Set (same namespace).
+pub const SET_LABEL_PREFIX: &str = "set.fleetpulse.io";
+/// Value of a membership label.
+pub const MEMBERSHIP_LABEL_VALUE: &str = "selected";
+
+/// The membership label key for a set: `clusterset.fleetpulse.io/<name>` for a ClusterSet,
+/// `set.fleetpulse.io/<name>` for a Set. A label name may hold 63 characters; a longer set
+/// name becomes its first 52 characters, `-`, and the first 10 hex digits of the SHA-256 of
+/// the whole name, so distinct long names stay distinct.
+pub fn membership_label_key(cluster_scoped: bool, set_name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let prefix = if cluster_scoped {
+        CLUSTER_SET_LABEL_PREFIX
+    } else {
+        SET_LABEL_PREFIX
+    };
+    let name = if set_name.len() <= 63 {
+        set_name.trim_end_matches(['.', '-']).to_owned()
+    } else {
+        let digest = Sha256::digest(set_name.as_bytes());
+        let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+        let mut head: String = set_name.chars().take(52).collect();
+        head = head.trim_end_matches(['.', '-']).to_owned();
+        format!("{head}-{hex}")
+    };
+    format!("{prefix}/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_label_keys_fit_the_label_name_limit() {
+        assert_eq!(
+            membership_label_key(true, "prod"),
+            "clusterset.fleetpulse.io/prod"
+        );
+        assert_eq!(membership_label_key(false, "web"), "set.fleetpulse.io/web");
+        let long_a = format!("{}a", "x".repeat(200));
+        let long_b = format!("{}b", "x".repeat(200));
+        let (ka, kb) = (
+            membership_label_key(true, &long_a),
+            membership_label_key(true, &long_b),
+        );
+        assert_ne!(ka, kb, "distinct long names stay distinct");
+        for key in [&ka, &kb] {
+            let name = key.split_once('/').unwrap().1;
+            assert_eq!(name.len(), 63);
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            );
+        }
+    }
+}

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY};
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set, SetStatus};
 
+use crate::fleet::sets::HubStatus;
 use crate::ingest::read::List;
 
 /// `get` flags.
@@ -52,6 +53,8 @@ pub enum Kind {
     /// HealthPolicies.
     #[value(alias = "healthpolicy", alias = "hp")]
     Healthpolicies,
+    /// The hub itself (the partition brake).
+    Hub,
 }
 
 /// Runs `get`.
@@ -62,6 +65,7 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
         Kind::Clustersets => "clustersets",
         Kind::Sets => "sets",
         Kind::Healthpolicies => "healthpolicies",
+        Kind::Hub => "hub",
     };
     let mut url = format!("{}/v1/{path}", args.server.trim_end_matches('/'));
     if let Some(ns) = &args.namespace {
@@ -87,27 +91,37 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
             Kind::Memberclusters => member_cluster_table(&items::<MemberCluster>(value)?, now),
             Kind::Clustersets => {
                 let rows = items::<ClusterSet>(value)?;
-                set_table(rows.iter().map(|s| {
-                    (
-                        None,
-                        s.metadata.name.as_deref(),
-                        s.spec.set.max_replicas,
-                        s.status.as_ref(),
-                    )
-                }))
+                set_table(
+                    rows.iter().map(|s| {
+                        (
+                            None,
+                            s.metadata.name.as_deref(),
+                            s.spec.set.max_replicas,
+                            s.status.as_ref(),
+                        )
+                    }),
+                    now,
+                )
             }
             Kind::Sets => {
                 let rows = items::<Set>(value)?;
-                set_table(rows.iter().map(|s| {
-                    (
-                        s.metadata.namespace.as_deref(),
-                        s.metadata.name.as_deref(),
-                        s.spec.max_replicas,
-                        s.status.as_ref(),
-                    )
-                }))
+                set_table(
+                    rows.iter().map(|s| {
+                        (
+                            s.metadata.namespace.as_deref(),
+                            s.metadata.name.as_deref(),
+                            s.spec.max_replicas,
+                            s.status.as_ref(),
+                        )
+                    }),
+                    now,
+                )
             }
             Kind::Healthpolicies => policy_table(&items::<HealthPolicy>(value)?),
+            Kind::Hub => hub_table(
+                &serde_json::from_value(value).context("hub answer is not a hub status")?,
+                now,
+            ),
         },
     };
     print!("{out}");
@@ -221,17 +235,20 @@ pub fn member_cluster_table(items: &[MemberCluster], now: Timestamp) -> String {
 
 fn set_table<'a>(
     rows: impl Iterator<Item = (Option<&'a str>, Option<&'a str>, u32, Option<&'a SetStatus>)>,
+    now: Timestamp,
 ) -> String {
     let rows = rows
         .map(|(ns, name, max, status)| {
-            let selected: Vec<String> = status
-                .map(|s| {
-                    s.selected_cluster_refs
-                        .iter()
-                        .map(|r| r.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let status = status.cloned().unwrap_or_default();
+            let selected: Vec<&str> = status
+                .selected_cluster_refs
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect();
+            let cond = |t| {
+                condition::find(&status.conditions, t)
+                    .map_or("Unknown".to_owned(), |c| c.status.clone())
+            };
             vec![
                 ns.unwrap_or("-").to_owned(),
                 name.unwrap_or_default().to_owned(),
@@ -241,10 +258,45 @@ fn set_table<'a>(
                 } else {
                     selected.join(",")
                 },
+                cond("Satisfied"),
+                cond("ReassignmentFrozen"),
+                status
+                    .last_failover_time
+                    .map_or("never".into(), |t| format!("{} ago", age(t.0, now))),
             ]
         })
         .collect();
-    table(&["NAMESPACE", "NAME", "MAX", "SELECTED"], rows)
+    table(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "MAX",
+            "SELECTED",
+            "SATISFIED",
+            "FROZEN",
+            "LAST FAILOVER",
+        ],
+        rows,
+    )
+}
+
+fn hub_table(status: &HubStatus, now: Timestamp) -> String {
+    let brake = &status.partition_brake;
+    let since = brake
+        .since
+        .as_ref()
+        .map_or("-".into(), |t| format!("{} ago", age(t.0, now)));
+    let rows = vec![vec![
+        status.clusters.to_string(),
+        status.sets.to_string(),
+        brake.state.clone(),
+        since,
+        brake.message.clone(),
+    ]];
+    table(
+        &["CLUSTERS", "SETS", "PARTITION BRAKE", "SINCE", "MESSAGE"],
+        rows,
+    )
 }
 
 fn policy_table(items: &[HealthPolicy]) -> String {

@@ -104,6 +104,7 @@ impl Fleet {
         if let Some(record) = write {
             tracing::info!(cluster = %entry.id, seq = pos.seq, "cluster conditions changed on report");
             self.write_status(&entry.id, record);
+            self.evaluate_sets(wall);
         }
         Ok(answer)
     }

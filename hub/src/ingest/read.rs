@@ -53,10 +53,7 @@ pub async fn member_clusters(
 pub async fn cluster_sets(
     State(s): State<AppState>,
 ) -> Json<List<fleetpulse_common::api::ClusterSet>> {
-    list(
-        "ClusterSet",
-        s.fleet.registry().objects().cluster_sets.clone(),
-    )
+    list("ClusterSet", s.fleet.cluster_sets())
 }
 
 /// `GET /v1/sets`.
@@ -64,7 +61,7 @@ pub async fn sets(
     State(s): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Json<List<fleetpulse_common::api::Set>> {
-    let mut items = s.fleet.registry().objects().sets.clone();
+    let mut items = s.fleet.sets();
     items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
     list("Set", items)
 }
@@ -77,4 +74,9 @@ pub async fn health_policies(
     let mut items = s.fleet.registry().objects().health_policies.clone();
     items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
     list("HealthPolicy", items)
+}
+
+/// `GET /v1/hub`: the hub's own state (the partition brake).
+pub async fn hub(State(s): State<AppState>) -> Json<crate::fleet::sets::HubStatus> {
+    Json(s.fleet.hub_status())
 }

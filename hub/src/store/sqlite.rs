@@ -9,6 +9,7 @@ use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{Snapshot, Store, StoreError, StoredCluster, Write};
+use crate::selection::SetKey;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
@@ -32,6 +33,9 @@ impl SqliteStore {
              CREATE TABLE IF NOT EXISTS clusters (
                  namespace TEXT NOT NULL, name TEXT NOT NULL, record TEXT NOT NULL,
                  PRIMARY KEY (namespace, name));
+             CREATE TABLE IF NOT EXISTS sets (
+                 kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
+                 PRIMARY KEY (kind, namespace, name));
              CREATE TABLE IF NOT EXISTS positions (
                  namespace TEXT NOT NULL, name TEXT NOT NULL, kid TEXT NOT NULL,
                  incarnation INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -102,6 +106,32 @@ impl Store for SqliteStore {
                 .or_insert_with(HashMap::new)
                 .insert(kid, pos);
         }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT kind, namespace, name, status FROM sets")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (kind, ns, name, status) = row.map_err(|e| self.err(e))?;
+            let key = match kind.as_str() {
+                "ClusterSet" => SetKey::ClusterSet(name),
+                _ => SetKey::Set(ClusterId::new(ns, name)),
+            };
+            let status = serde_json::from_str(&status).map_err(|source| StoreError::Decode {
+                cluster: key.to_string(),
+                source,
+            })?;
+            snapshot.sets.insert(key, status);
+        }
         Ok(snapshot)
     }
 
@@ -125,8 +155,22 @@ impl Store for SqliteStore {
                      WHERE (?4, ?5) > (incarnation, seq)",
                 )
                 .map_err(err)?;
+            let mut put_set = tx
+                .prepare_cached("INSERT OR REPLACE INTO sets (kind, namespace, name, status) VALUES (?1, ?2, ?3, ?4)")
+                .map_err(err)?;
             for write in writes {
                 match write {
+                    Write::Set { key, status } => {
+                        let (kind, ns, name) = match key {
+                            SetKey::ClusterSet(name) => ("ClusterSet", "", name.as_str()),
+                            SetKey::Set(id) => ("Set", id.namespace.as_str(), id.name.as_str()),
+                        };
+                        let json =
+                            serde_json::to_string(status).expect("a status always serializes");
+                        put_set
+                            .execute(params![kind, ns, name, json])
+                            .map_err(err)?;
+                    }
                     Write::Cluster { cluster, record } => {
                         let json =
                             serde_json::to_string(record).expect("a record always serializes");

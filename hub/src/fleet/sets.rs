@@ -1,0 +1,417 @@
+//! ClusterSet and Set evaluation on the fleet: builds each cluster's [`ClusterView`], runs
+//! [`selection::select`] for every set, keeps and persists the resulting status, and drives
+//! the partition [`Brake`]. Evaluation runs at once on any health transition (from the
+//! heartbeat path or the detector tick), on reload, on a brake change, and when a
+//! selected cluster's toleration runs out; never on a resync timer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use fleetpulse_common::api::condition::{self, HEALTHY, READY, Status};
+use fleetpulse_common::api::{ClusterRef, SetSpec, SetStatus};
+use fleetpulse_common::protocol::report::ClusterId;
+
+use super::{ClusterEntry, Fleet};
+use crate::brake::{Brake, BrakeEvent, BrakeState};
+use crate::selection::{self, ClusterView, Scope, SetKey};
+use crate::store::Write;
+
+/// `Satisfied`: enough eligible clusters are selected.
+pub const SATISFIED: &str = "Satisfied";
+/// `ReassignmentFrozen`: the partition brake holds the selection.
+pub const REASSIGNMENT_FROZEN: &str = "ReassignmentFrozen";
+
+/// Set statuses and the brake.
+#[derive(Debug)]
+pub struct SetsState {
+    /// Status of every set, as last evaluated.
+    pub statuses: BTreeMap<SetKey, SetStatus>,
+    /// The partition brake.
+    pub brake: Brake,
+    /// When the brake last changed, on the wall clock.
+    pub brake_changed: Option<Timestamp>,
+    /// The earliest time a tolerated selected cluster's toleration runs out.
+    next_deadline: Option<Timestamp>,
+}
+
+impl SetsState {
+    /// Empty state with a released brake.
+    pub fn new(brake: Brake) -> Self {
+        Self {
+            statuses: BTreeMap::new(),
+            brake,
+            brake_changed: None,
+            next_deadline: None,
+        }
+    }
+}
+
+fn view(entry: &ClusterEntry) -> ClusterView {
+    let state = entry.state.lock();
+    let conditions = state.health.conditions();
+    let not_true: Vec<_> = [READY, HEALTHY]
+        .iter()
+        .filter_map(|t| condition::find(conditions, t))
+        .filter(|c| c.status != "True")
+        .collect();
+    let missing = [READY, HEALTHY]
+        .iter()
+        .any(|t| condition::find(conditions, t).is_none());
+    ClusterView {
+        id: entry.id.clone(),
+        labels: entry.object.metadata.labels.clone().unwrap_or_default(),
+        eligible: not_true.is_empty() && !missing,
+        ineligible_since: not_true.iter().map(|c| c.last_transition_time.0).max(),
+        reason: not_true
+            .iter()
+            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn refs(ids: &[ClusterId]) -> Vec<ClusterRef> {
+    ids.iter()
+        .map(|id| ClusterRef {
+            namespace: Some(id.namespace.clone()),
+            name: id.name.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+impl Fleet {
+    /// Re-evaluates every set at `wall` and persists what changed.
+    pub fn evaluate_sets(&self, wall: Timestamp) {
+        let registry = self.registry();
+        let views: Vec<ClusterView> = registry.clusters().map(|e| view(e)).collect();
+        let objects = registry.objects();
+        let mut sets = self.sets.lock();
+        let frozen = sets.brake.frozen();
+        let mut present = Vec::new();
+        let mut deadline: Option<Timestamp> = None;
+        let mut writes = Vec::new();
+        let cluster_sets = objects.cluster_sets.iter().map(|cs| {
+            let key = SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default());
+            (key, &cs.spec.set, cs.metadata.generation)
+        });
+        let namespaced = objects.sets.iter().map(|s| {
+            let ns = s
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let key = SetKey::Set(ClusterId::new(
+                ns,
+                s.metadata.name.clone().unwrap_or_default(),
+            ));
+            (key, &s.spec, s.metadata.generation)
+        });
+        for (key, spec, generation) in cluster_sets.chain(namespaced) {
+            let scope = key.scope();
+            let previous_status = sets.statuses.get(&key).cloned().unwrap_or_default();
+            let default_ns = match scope {
+                Scope::Namespace(ns) => ns,
+                Scope::Fleet => "default",
+            };
+            let previous: Vec<ClusterId> = previous_status
+                .selected_cluster_refs
+                .iter()
+                .map(|r| ClusterId::new(r.namespace.as_deref().unwrap_or(default_ns), &r.name))
+                .collect();
+            let out = selection::select(spec, scope, &previous, &views, wall, frozen);
+            let status = next_status(spec, &previous_status, &out, frozen, generation, wall);
+            deadline = earliest_deadline(deadline, spec, &out.selected, &views);
+            if status != previous_status {
+                if !out.dropped.is_empty() {
+                    self.metrics().failovers.inc();
+                    tracing::warn!(set = %key, reason = status.last_failover_reason.as_deref().unwrap_or_default(), "failover");
+                } else if out.selected != previous {
+                    tracing::info!(set = %key, selected = ?out.selected, "selection changed");
+                }
+                writes.push(Write::Set {
+                    key: key.clone(),
+                    status: status.clone(),
+                });
+                sets.statuses.insert(key.clone(), status);
+            }
+            present.push(key);
+        }
+        sets.statuses.retain(|k, _| present.contains(k));
+        sets.next_deadline = deadline;
+        drop(sets);
+        self.store.send(writes);
+    }
+
+    /// Feeds the brake at the end of a tick; returns whether the sets must be re-evaluated
+    /// (the brake changed, or a toleration ran out).
+    pub(super) fn drive_brake(&self, now: Instant, wall: Timestamp) -> bool {
+        let registry = self.registry();
+        let mut settle = Duration::ZERO;
+        let samples: Vec<(Option<Instant>, Duration)> = registry
+            .clusters()
+            .filter(|e| !e.object.spec.paused)
+            .map(|e| {
+                let grace =
+                    Duration::from_secs(e.object.spec.heartbeat.grace_period_seconds.into());
+                settle = settle.max(grace);
+                (e.state.lock().liveness.last_heartbeat(), grace)
+            })
+            .collect();
+        let mut sets = self.sets.lock();
+        let event = sets.brake.observe(now, samples, settle);
+        let deadline_passed = sets.next_deadline.is_some_and(|d| d <= wall);
+        if event.is_some() {
+            sets.brake_changed = Some(wall);
+        }
+        self.metrics()
+            .partition_brake_engaged
+            .set(i64::from(sets.brake.frozen()));
+        match event {
+            Some(BrakeEvent::Engaged) => {
+                if let BrakeState::Engaged {
+                    late, reporting, ..
+                } = sets.brake.state()
+                {
+                    tracing::error!(
+                        late,
+                        reporting,
+                        "most clusters went quiet at once: assuming this hub is partitioned; set reassignment frozen"
+                    );
+                }
+            }
+            Some(BrakeEvent::Released) => {
+                drop(sets);
+                for e in registry.clusters() {
+                    e.state.lock().liveness.reset_grace(now);
+                }
+                tracing::warn!(
+                    settle_seconds = settle.as_secs(),
+                    "heartbeats returned: every cluster gets a fresh grace period; reassignment stays frozen while it runs"
+                );
+            }
+            Some(BrakeEvent::Settled) => {
+                tracing::info!("partition brake released: set reassignment resumes")
+            }
+            None => {}
+        }
+        event.is_some() || deadline_passed
+    }
+
+    /// Membership labels per cluster: every set that selects it.
+    pub fn membership_labels(&self) -> HashMap<ClusterId, Vec<String>> {
+        let sets = self.sets.lock();
+        let mut labels: HashMap<ClusterId, Vec<String>> = HashMap::new();
+        for (key, status) in &sets.statuses {
+            for r in &status.selected_cluster_refs {
+                let ns = match key {
+                    SetKey::Set(id) => id.namespace.clone(),
+                    SetKey::ClusterSet(_) => {
+                        r.namespace.clone().unwrap_or_else(|| "default".into())
+                    }
+                };
+                labels
+                    .entry(ClusterId::new(ns, &r.name))
+                    .or_default()
+                    .push(key.label_key());
+            }
+        }
+        labels
+    }
+}
+
+fn next_status(
+    spec: &SetSpec,
+    previous: &SetStatus,
+    out: &selection::Outcome,
+    frozen: bool,
+    generation: Option<i64>,
+    wall: Timestamp,
+) -> SetStatus {
+    let mut status = previous.clone();
+    status.matching_cluster_refs = refs(&out.matching);
+    status.selected_cluster_refs = refs(&out.selected);
+    status.observed_generation = generation;
+    let max = spec.max_replicas.max(1) as usize;
+    let c = &mut status.conditions;
+    if out.eligible_selected >= max {
+        let message = format!(
+            "{} of {max} wanted clusters selected, all eligible",
+            out.eligible_selected
+        );
+        condition::set(
+            c,
+            SATISFIED,
+            Status::True,
+            "EnoughEligibleClusters",
+            &message,
+            wall,
+        );
+    } else {
+        let message = format!(
+            "{} of {max} wanted clusters selected and eligible; {} of {} matching clusters are eligible",
+            out.eligible_selected,
+            out.eligible_matching,
+            out.matching.len()
+        );
+        condition::set(
+            c,
+            SATISFIED,
+            Status::False,
+            "NotEnoughEligibleClusters",
+            &message,
+            wall,
+        );
+    }
+    if frozen {
+        let message = "most clusters went quiet at once; this hub assumes it is partitioned and holds the selection";
+        condition::set(
+            c,
+            REASSIGNMENT_FROZEN,
+            Status::True,
+            "HubPartitioned",
+            message,
+            wall,
+        );
+    } else {
+        condition::set(
+            c,
+            REASSIGNMENT_FROZEN,
+            Status::False,
+            "Normal",
+            "reassignment follows cluster health",
+            wall,
+        );
+    }
+    if !out.dropped.is_empty() {
+        let dropped: Vec<String> = out
+            .dropped
+            .iter()
+            .map(|(id, why)| format!("{id} ({why})"))
+            .collect();
+        let added: Vec<String> = out.added.iter().map(ToString::to_string).collect();
+        let replacement = if added.is_empty() {
+            "no eligible replacement".to_owned()
+        } else {
+            format!("replaced by {}", added.join(", "))
+        };
+        status.last_failover_time = Some(Time(wall));
+        status.last_failover_reason = Some(format!(
+            "{} ineligible past the toleration; {replacement}",
+            dropped.join(", ")
+        ));
+    }
+    status
+}
+
+/// The earliest moment a selected, ineligible but tolerated cluster's toleration runs out.
+fn earliest_deadline(
+    current: Option<Timestamp>,
+    spec: &SetSpec,
+    selected: &[ClusterId],
+    views: &[ClusterView],
+) -> Option<Timestamp> {
+    let toleration =
+        k8s_openapi::jiff::SignedDuration::from_secs(spec.failover.toleration_seconds.into());
+    views
+        .iter()
+        .filter(|v| !v.eligible && selected.contains(&v.id))
+        .filter_map(|v| {
+            v.ineligible_since
+                .and_then(|s| s.checked_add(toleration).ok())
+        })
+        .chain(current)
+        .min()
+}
+
+/// The hub's own state on the read API (`GET /v1/hub`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HubStatus {
+    /// MemberClusters known.
+    pub clusters: usize,
+    /// ClusterSets and Sets known.
+    pub sets: usize,
+    /// The partition brake.
+    pub partition_brake: BrakeStatus,
+}
+
+/// The partition brake on the read API.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrakeStatus {
+    /// `Released`, `Engaged` or `Settling`.
+    pub state: String,
+    /// Whether set reassignment is frozen.
+    pub frozen: bool,
+    /// When the state last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// What it means.
+    pub message: String,
+}
+
+impl Fleet {
+    /// Every ClusterSet with its status.
+    pub fn cluster_sets(&self) -> Vec<fleetpulse_common::api::ClusterSet> {
+        let sets = self.sets.lock();
+        let mut items = self.registry().objects().cluster_sets.clone();
+        for cs in &mut items {
+            let key = SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default());
+            cs.status = sets.statuses.get(&key).cloned();
+        }
+        items
+    }
+
+    /// Every Set with its status.
+    pub fn sets(&self) -> Vec<fleetpulse_common::api::Set> {
+        let sets = self.sets.lock();
+        let mut items = self.registry().objects().sets.clone();
+        for s in &mut items {
+            let ns = s
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let key = SetKey::Set(ClusterId::new(
+                ns,
+                s.metadata.name.clone().unwrap_or_default(),
+            ));
+            s.status = sets.statuses.get(&key).cloned();
+        }
+        items
+    }
+
+    /// The hub's own state.
+    pub fn hub_status(&self) -> HubStatus {
+        let registry = self.registry();
+        let sets = self.sets.lock();
+        let (state, message) = match sets.brake.state() {
+            BrakeState::Released => ("Released", "set reassignment follows cluster health".to_owned()),
+            BrakeState::Engaged { late, reporting, .. } => (
+                "Engaged",
+                format!(
+                    "{late} of {reporting} reporting clusters went quiet at once; this hub assumes it \
+                     is partitioned and freezes set reassignment until heartbeats return"
+                ),
+            ),
+            BrakeState::Settling { .. } => (
+                "Settling",
+                "heartbeats returned; every cluster has a fresh grace period before reassignment resumes".to_owned(),
+            ),
+        };
+        HubStatus {
+            clusters: registry.clusters().count(),
+            sets: registry.objects().cluster_sets.len() + registry.objects().sets.len(),
+            partition_brake: BrakeStatus {
+                state: state.to_owned(),
+                frozen: sets.brake.frozen(),
+                since: sets.brake_changed.map(Time),
+                message,
+            },
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Set selection: which clusters a ClusterSet or Set selects, as a pure function of the
+//! set's spec, its previous selection, the clusters' states and `now`.
+//!
+//! - *Matching*: in scope (a `Set` sees only its namespace), and named in `clusterRefs` or
+//!   matched by a non-empty `clusterSelector` (an empty selector matches nothing, as in
+//!   Sveltos). Duplicates count once.
+//! - *Eligible*: matching, `Ready` and `Healthy`.
+//! - *Order*: the integer value of `failover.priorityLabel` (higher first; missing or not an
+//!   integer counts as 0), then namespace/name.
+//! - Previously selected clusters that still match stay (sticky) while eligible, or while
+//!   ineligible for less than `failover.tolerationSeconds`; the rest are dropped. If more
+//!   stay than `maxReplicas` (the set shrank), eligible ones are kept first, in order.
+//!   Free places are filled from eligible clusters in order. With `failback`, the selection
+//!   is instead the first `maxReplicas` of the eligible and still-tolerated clusters in
+//!   order, so a recovered higher-priority cluster displaces its replacement.
+//! - *Frozen* (the partition brake): nothing is dropped or added for health; only what the
+//!   operator changed applies (clusters no longer matching, a smaller `maxReplicas`).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use fleetpulse_common::api::{SetSpec, membership_label_key};
+use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_common::selector;
+
+/// What selection needs to know about one cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterView {
+    /// `namespace/name`.
+    pub id: ClusterId,
+    /// The MemberCluster's labels.
+    pub labels: BTreeMap<String, String>,
+    /// Ready and Healthy.
+    pub eligible: bool,
+    /// When it last became ineligible (the later transition of Ready/Healthy that is not
+    /// True); `None` when eligible.
+    pub ineligible_since: Option<Timestamp>,
+    /// Why it is ineligible, e.g. `Healthy=False (Unreachable)`.
+    pub reason: String,
+}
+
+/// Identifies a ClusterSet (by name) or a Set (by namespace/name).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SetKey {
+    /// A ClusterSet.
+    ClusterSet(String),
+    /// A Set.
+    Set(ClusterId),
+}
+
+impl SetKey {
+    /// Which clusters the set may see.
+    pub fn scope(&self) -> Scope<'_> {
+        match self {
+            SetKey::ClusterSet(_) => Scope::Fleet,
+            SetKey::Set(id) => Scope::Namespace(&id.namespace),
+        }
+    }
+
+    /// The membership label this set publishes on its selected clusters.
+    pub fn label_key(&self) -> String {
+        match self {
+            SetKey::ClusterSet(name) => membership_label_key(true, name),
+            SetKey::Set(id) => membership_label_key(false, &id.name),
+        }
+    }
+}
+
+impl std::fmt::Display for SetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetKey::ClusterSet(name) => write!(f, "ClusterSet {name}"),
+            SetKey::Set(id) => write!(f, "Set {id}"),
+        }
+    }
+}
+
+/// Which clusters a set may see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// A ClusterSet: every namespace.
+    Fleet,
+    /// A Set: only its namespace.
+    Namespace(&'a str),
+}
+
+/// The result of one evaluation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Matching clusters, in order.
+    pub matching: Vec<ClusterId>,
+    /// Selected clusters, in order; at most `maxReplicas`.
+    pub selected: Vec<ClusterId>,
+    /// How many selected clusters are eligible.
+    pub eligible_selected: usize,
+    /// How many matching clusters are eligible.
+    pub eligible_matching: usize,
+    /// Previously selected clusters dropped because their toleration ran out, with why.
+    pub dropped: Vec<(ClusterId, String)>,
+    /// Clusters newly selected.
+    pub added: Vec<ClusterId>,
+}
+
+fn priority(view: &ClusterView, label: Option<&str>) -> i64 {
+    label
+        .and_then(|l| view.labels.get(l))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Evaluates a set. `previous` is the last selection; `clusters` may come in any order.
+pub fn select(
+    spec: &SetSpec,
+    scope: Scope<'_>,
+    previous: &[ClusterId],
+    clusters: &[ClusterView],
+    now: Timestamp,
+    frozen: bool,
+) -> Outcome {
+    let max = spec.max_replicas.max(1) as usize;
+    let default_ns = match scope {
+        Scope::Fleet => "default",
+        Scope::Namespace(ns) => ns,
+    };
+    let refs: HashSet<ClusterId> = spec
+        .cluster_refs
+        .iter()
+        .map(|r| ClusterId::new(r.namespace.as_deref().unwrap_or(default_ns), &r.name))
+        .collect();
+    let selected_by_labels = |c: &ClusterView| {
+        spec.cluster_selector
+            .as_ref()
+            .is_some_and(|s| !selector::is_empty(s) && selector::matches(s, &c.labels))
+    };
+    let label = spec.failover.priority_label.as_deref();
+    let mut matching: Vec<&ClusterView> = clusters
+        .iter()
+        .filter(|c| match scope {
+            Scope::Fleet => true,
+            Scope::Namespace(ns) => c.id.namespace == ns,
+        })
+        .filter(|c| refs.contains(&c.id) || selected_by_labels(c))
+        .collect();
+    matching.sort_by(|a, b| {
+        (Reverse(priority(a, label)), &a.id).cmp(&(Reverse(priority(b, label)), &b.id))
+    });
+    matching.dedup_by(|a, b| a.id == b.id);
+    let position = |id: &ClusterId| matching.iter().position(|c| &c.id == id);
+
+    let toleration = Duration::from_secs(spec.failover.toleration_seconds.into());
+    let tolerated = |c: &ClusterView| {
+        c.eligible
+            || c.ineligible_since
+                .is_some_and(|since| now.duration_since(since).unsigned_abs() < toleration)
+    };
+    let mut previous_matching: Vec<&ClusterView> = matching
+        .iter()
+        .copied()
+        .filter(|c| previous.contains(&c.id))
+        .collect();
+
+    let mut dropped = Vec::new();
+    let mut selected: Vec<&ClusterView> = if frozen {
+        previous_matching.truncate(max);
+        previous_matching
+    } else {
+        let (keep, expired): (Vec<&ClusterView>, Vec<&ClusterView>) =
+            previous_matching.into_iter().partition(|c| tolerated(c));
+        dropped = expired
+            .iter()
+            .map(|c| (c.id.clone(), c.reason.clone()))
+            .collect();
+        if spec.failover.failback {
+            matching
+                .iter()
+                .copied()
+                .filter(|c| c.eligible || keep.iter().any(|k| k.id == c.id))
+                .take(max)
+                .collect()
+        } else {
+            let mut keep = keep;
+            keep.sort_by_key(|c| (!c.eligible, position(&c.id)));
+            keep.truncate(max);
+            for c in matching.iter().copied().filter(|c| c.eligible) {
+                if keep.len() >= max {
+                    break;
+                }
+                if !keep.iter().any(|k| k.id == c.id) {
+                    keep.push(c);
+                }
+            }
+            keep
+        }
+    };
+    selected.sort_by_key(|c| position(&c.id));
+    Outcome {
+        eligible_selected: selected.iter().filter(|c| c.eligible).count(),
+        eligible_matching: matching.iter().filter(|c| c.eligible).count(),
+        added: selected
+            .iter()
+            .filter(|c| !previous.contains(&c.id))
+            .map(|c| c.id.clone())
+            .collect(),
+        dropped,
+        selected: selected.iter().map(|c| c.id.clone()).collect(),
+        matching: matching.iter().map(|c| c.id.clone()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+//! Failover scenarios on a virtual clock, driving the real [`Fleet`] (detector, health,
+//! selection, brake) with hand-made reports and ticks: no network, no sleeping.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use fleetpulse_common::api::condition::{REACHABLE, Status};
+use fleetpulse_common::api::{ClusterSet, MemberCluster};
+use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::store::StoreWriter;
+use fleetpulse_hub::store::memory::MemoryStore;
+
+const INTERVAL: u64 = 10;
+
+/// A fleet of clusters `c0`..`cN` heart-beating every 10 s (grace 40 s), cluster `i` at
+/// seconds `s` with `s % 10 == (i + 1) % 10` (so `c0` reports at 1, 11, 21, ...), with one
+/// ClusterSet over all of them.
+struct Sim {
+    fleet: Fleet,
+    t0: Instant,
+    w0: Timestamp,
+    now: u64,
+    seqs: HashMap<usize, u64>,
+    ids: Vec<ClusterId>,
+    objects: Objects,
+    failovers_seen: Vec<(u64, Vec<String>)>,
+}
+
+fn cluster(name: &str) -> MemberCluster {
+    let mut mc: MemberCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
+        "metadata": {"name": name, "namespace": "fleet", "labels": {"env": "prod"}},
+        "spec": {"heartbeat": {"intervalSeconds": INTERVAL, "gracePeriodSeconds": 40}}
+    }))
+    .unwrap();
+    mc.metadata.generation = Some(1);
+    mc
+}
+
+fn cluster_set(max: u32, toleration: u32) -> ClusterSet {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "ClusterSet",
+        "metadata": {"name": "primary"},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "prod"}}, "maxReplicas": max,
+                 "failover": {"tolerationSeconds": toleration}}
+    }))
+    .unwrap()
+}
+
+impl Sim {
+    fn new(n: usize, set: ClusterSet) -> Sim {
+        let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
+        let ids = (0..n)
+            .map(|i| ClusterId::new("fleet", format!("c{i}")))
+            .collect();
+        let objects = Objects {
+            member_clusters: (0..n).map(|i| cluster(&format!("c{i}"))).collect(),
+            cluster_sets: vec![set],
+            ..Default::default()
+        };
+        let (t0, w0) = (Instant::now(), Timestamp::now());
+        fleet.reload(objects.clone(), t0, w0);
+        Sim {
+            fleet,
+            t0,
+            w0,
+            now: 0,
+            seqs: HashMap::new(),
+            ids,
+            objects,
+            failovers_seen: vec![],
+        }
+    }
+
+    fn wall(&self, s: u64) -> Timestamp {
+        self.w0 + SignedDuration::from_secs(s as i64)
+    }
+
+    fn heartbeat(&mut self, i: usize) {
+        let seq = {
+            let seq = self.seqs.entry(i).or_default();
+            *seq += 1;
+            *seq
+        };
+        let wall = self.wall(self.now);
+        let report = HeartbeatReport {
+            schema_version: SCHEMA_VERSION,
+            aud: "fleetpulse".into(),
+            cluster: self.ids[i].clone(),
+            cluster_uid: format!("uid-{i}"),
+            agent_version: "sim".into(),
+            incarnation: 1,
+            seq,
+            iat: wall.as_second(),
+            exp: wall.as_second() + 300,
+            interval_seconds: INTERVAL as u32,
+            config_generation: 0,
+            checks: vec![],
+            summary: Summary::of(&[]),
+        };
+        let entry = self
+            .fleet
+            .registry()
+            .cluster(&self.ids[i])
+            .cloned()
+            .expect("registered");
+        let at = self.t0 + Duration::from_secs(self.now);
+        self.fleet
+            .accept(&entry, "kid", &report, at, wall)
+            .expect("a fresh report is accepted");
+    }
+
+    /// Advances second by second to `end`: every cluster for which `alive(i, s)` holds sends a
+    /// heartbeat at its phase, then the hub ticks.
+    fn run_until(&mut self, end: u64, alive: impl Fn(usize, u64) -> bool) {
+        while self.now < end {
+            self.now += 1;
+            for i in 0..self.ids.len() {
+                if self.now % INTERVAL == (i as u64 + 1) % INTERVAL && alive(i, self.now) {
+                    self.heartbeat(i);
+                }
+            }
+            let before = self.selected();
+            self.fleet
+                .tick(self.t0 + Duration::from_secs(self.now), self.wall(self.now));
+            let after = self.selected();
+            if after != before {
+                self.failovers_seen.push((self.now, after));
+            }
+        }
+    }
+
+    fn selected(&self) -> Vec<String> {
+        self.fleet.cluster_sets()[0]
+            .status
+            .as_ref()
+            .map(|s| {
+                s.selected_cluster_refs
+                    .iter()
+                    .map(|r| r.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn reachable(&self, i: usize) -> Status {
+        let mcs = self.fleet.member_clusters();
+        let mc = mcs
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(&self.ids[i].name))
+            .unwrap();
+        let conds = &mc.status.as_ref().unwrap().conditions;
+        Status::parse(&conds.iter().find(|c| c.type_ == REACHABLE).unwrap().status)
+    }
+
+    fn brake(&self) -> String {
+        self.fleet.hub_status().partition_brake.state
+    }
+}
+
+#[test]
+fn a_dead_primary_is_replaced_in_the_tick_that_finds_it_unreachable() {
+    let mut sim = Sim::new(3, cluster_set(1, 0));
+    sim.run_until(60, |_, _| true);
+    assert_eq!(sim.selected(), ["c0"]);
+    // c0's last heartbeat is at t=51; it then stops.
+    let mut unreachable_at = None;
+    let mut replaced_at = None;
+    while sim.now < 200 {
+        let end = sim.now + 1;
+        sim.run_until(end, |i, _| i != 0);
+        if unreachable_at.is_none() && sim.reachable(0) == Status::False {
+            unreachable_at = Some(sim.now);
+        }
+        if replaced_at.is_none() && sim.selected() == ["c1"] {
+            replaced_at = Some(sim.now);
+        }
+    }
+    assert_eq!(
+        unreachable_at,
+        Some(92),
+        "more than 40 s after the last heartbeat at 51"
+    );
+    assert_eq!(
+        replaced_at, unreachable_at,
+        "replaced in the same evaluation, not after a resync"
+    );
+    let status = sim.fleet.cluster_sets()[0].status.clone().unwrap();
+    assert!(status.last_failover_reason.unwrap().contains("fleet/c0"));
+}
+
+#[test]
+fn a_dead_primary_is_replaced_exactly_when_its_toleration_runs_out() {
+    let mut sim = Sim::new(3, cluster_set(1, 30));
+    sim.run_until(60, |_, _| true);
+    sim.run_until(121, |i, _| i != 0);
+    assert_eq!(
+        sim.selected(),
+        ["c0"],
+        "unreachable at 92, tolerated for 30 s"
+    );
+    sim.run_until(122, |i, _| i != 0);
+    assert_eq!(sim.selected(), ["c1"]);
+    assert_eq!(sim.failovers_seen.last().unwrap().0, 122);
+}
+
+#[test]
+fn shrinking_from_three_to_one_keeps_exactly_one() {
+    let mut sim = Sim::new(4, cluster_set(3, 0));
+    sim.run_until(30, |_, _| true);
+    assert_eq!(sim.selected(), ["c0", "c1", "c2"]);
+    let mut objects = sim.objects.clone();
+    objects.cluster_sets = vec![cluster_set(1, 0)];
+    sim.fleet.reload(
+        objects,
+        sim.t0 + Duration::from_secs(sim.now),
+        sim.wall(sim.now),
+    );
+    assert_eq!(sim.selected(), ["c0"], "applied at once on the set change");
+}
+
+#[test]
+fn a_flapping_primary_causes_at_most_one_reassignment_per_toleration_window() {
+    // Every 80 s, c0 reports for 30 s and is silent for 50 s: unreachable for about 10 s and
+    // unhealthy for about 20 s of each cycle, for 20 minutes.
+    let flapping = |i: usize, s: u64| i != 0 || s < 60 || s % 80 < 30;
+    for toleration in [0u32, 30, 120] {
+        let mut sim = Sim::new(3, cluster_set(1, toleration));
+        sim.run_until(60, |_, _| true);
+        assert_eq!(sim.selected(), ["c0"]);
+        sim.run_until(60 + 1200, flapping);
+        let reassignments = sim.failovers_seen.iter().filter(|(t, _)| *t > 60).count();
+        if toleration == 0 {
+            assert_eq!(
+                reassignments, 1,
+                "replaced once; without failback it never swaps back: {:?}",
+                sim.failovers_seen
+            );
+        } else {
+            assert_eq!(
+                reassignments, 0,
+                "down ~20 s at a time is within a {toleration} s toleration"
+            );
+        }
+    }
+}
+
+#[test]
+fn most_clusters_going_quiet_at_once_freezes_reassignment_and_a_fresh_grace_follows() {
+    let mut sim = Sim::new(10, cluster_set(3, 0));
+    sim.run_until(60, |_, _| true);
+    assert_eq!(sim.selected(), ["c0", "c1", "c2"]);
+    // From t=60, c0..c5 fall silent (the hub's side of a short partition). c0..c4 are heard
+    // again from t=90, c5 only from t=105: by then 49 s have passed since its last heartbeat
+    // at 56, more than its grace period.
+    let alive = |i: usize, s: u64| i >= 6 || (i < 5 && s >= 90) || s >= 105;
+    let mut ever_unreachable = vec![];
+    while sim.now < 200 {
+        let end = sim.now + 1;
+        sim.run_until(end, alive);
+        ever_unreachable.extend((0..10).filter(|&i| sim.reachable(i) == Status::False));
+        if sim.now == 80 {
+            assert_eq!(
+                sim.brake(),
+                "Engaged",
+                "engaged once half a grace period passed in silence"
+            );
+        }
+        if sim.now == 100 {
+            assert_eq!(sim.brake(), "Settling", "released when heartbeats returned");
+        }
+    }
+    assert!(
+        ever_unreachable.is_empty(),
+        "a fresh grace period after the release: {ever_unreachable:?}"
+    );
+    assert_eq!(sim.brake(), "Released");
+    assert_eq!(
+        sim.selected(),
+        ["c0", "c1", "c2"],
+        "no reassignment at any point"
+    );
+    assert!(
+        sim.failovers_seen.iter().all(|(t, _)| *t <= 60),
+        "{:?}",
+        sim.failovers_seen
+    );
+}
+
+#[test]
+fn a_long_partition_freezes_sets_and_a_cluster_still_silent_is_replaced_after_settling() {
+    let mut sim = Sim::new(10, cluster_set(1, 0));
+    sim.run_until(60, |_, _| true);
+    assert_eq!(sim.selected(), ["c0"]);
+    // c0..c5 silent from 60; everyone but c0 returns at 200.
+    let alive = |i: usize, s: u64| i != 0 && (i >= 6 || s >= 200);
+    sim.run_until(199, alive);
+    assert_eq!(
+        sim.reachable(0),
+        Status::False,
+        "the truth as the hub sees it"
+    );
+    assert_eq!(sim.brake(), "Engaged");
+    assert_eq!(sim.selected(), ["c0"], "frozen");
+    let status = sim.fleet.cluster_sets()[0].status.clone().unwrap();
+    let frozen = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ReassignmentFrozen")
+        .unwrap();
+    assert_eq!(
+        (frozen.status.as_str(), frozen.reason.as_str()),
+        ("True", "HubPartitioned")
+    );
+    // c1 returns at 202: 5 of 10 heard since the brake engaged, so it releases and settles
+    // for a grace period (until 242); only then may c0 be replaced.
+    sim.run_until(241, alive);
+    assert_eq!(sim.brake(), "Settling");
+    assert_eq!(sim.selected(), ["c0"], "frozen while settling");
+    sim.run_until(242, alive);
+    assert_eq!(sim.brake(), "Released");
+    assert_eq!(sim.selected(), ["c1"]);
+}
