@@ -233,7 +233,9 @@ pub fn member_cluster_table(items: &[MemberCluster], now: Timestamp) -> String {
     )
 }
 
-fn set_table<'a>(
+/// The ClusterSet/Set table: what is selected, whether that is enough, and the last
+/// failover.
+pub fn set_table<'a>(
     rows: impl Iterator<Item = (Option<&'a str>, Option<&'a str>, u32, Option<&'a SetStatus>)>,
     now: Timestamp,
 ) -> String {

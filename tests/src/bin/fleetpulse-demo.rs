@@ -1,6 +1,7 @@
 //! `fleetpulse-demo`: fleetpulse end to end with no cluster. Starts an embedded hub on
 //! loopback HTTPS (a throwaway CA), one agent per simulated cluster, shows the fleet turn
-//! healthy, stops one agent and shows the hub notice.
+//! healthy and a ClusterSet select one of them, stops that cluster's agent, and shows the
+//! hub mark it unreachable and the ClusterSet fail over.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use clap::Parser;
 use k8s_openapi::jiff::Timestamp;
 
+use fleetpulse_common::api::SetStatus;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
-use fleetpulse_hub::cli::get::member_cluster_table;
+use fleetpulse_hub::cli::get::{member_cluster_table, set_table};
 use fleetpulse_tests::scenario::Scenario;
 use fleetpulse_tests::wait;
 
@@ -31,6 +33,40 @@ struct Args {
     keep_running: bool,
 }
 
+/// A ClusterSet over every simulated cluster (they all carry a `region` label).
+const PRIMARY: &str = "apiVersion: fleetpulse.io/v1alpha1
+kind: ClusterSet
+metadata:
+  name: primary
+spec:
+  clusterSelector:
+    matchExpressions:
+      - {key: region, operator: Exists}
+  maxReplicas: 1
+";
+
+fn set_status(s: &Scenario) -> SetStatus {
+    let sets = s.hub().fleet.cluster_sets();
+    sets.first()
+        .and_then(|cs| cs.status.clone())
+        .unwrap_or_default()
+}
+
+fn cluster_sets(s: &Scenario) -> String {
+    let sets = s.hub().fleet.cluster_sets();
+    set_table(
+        sets.iter().map(|cs| {
+            (
+                None,
+                cs.metadata.name.as_deref(),
+                cs.spec.set.max_replicas,
+                cs.status.as_ref(),
+            )
+        }),
+        Timestamp::now(),
+    )
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -46,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let n = args.clusters as usize;
     let mut s = Scenario::start(n, args.interval_seconds, args.grace_period_seconds).await?;
+    s.write_manifest("primary.yaml", PRIMARY)?;
     println!(
         "hub listening on {} (embedded mode, TLS from a throwaway CA)",
         s.url
@@ -70,7 +107,21 @@ async fn main() -> anyhow::Result<()> {
         member_cluster_table(&s.member_clusters(), Timestamp::now())
     );
 
-    let victim = n - 1;
+    wait::until(
+        "the ClusterSet to select a cluster",
+        Duration::from_secs(10),
+        || set_status(&s).selected_cluster_refs.len() == 1,
+    )
+    .await?;
+    println!("\nthe ClusterSet `primary` (maxReplicas: 1) selected one of them:\n");
+    print!("{}", cluster_sets(&s));
+
+    let first = set_status(&s).selected_cluster_refs[0].name.clone();
+    let victim = s
+        .clusters
+        .iter()
+        .position(|c| c.id.name == first)
+        .expect("a known cluster");
     println!(
         "\nstopping the agent of {} (as if its cluster lost power)...",
         s.clusters[victim].id
@@ -90,6 +141,11 @@ async fn main() -> anyhow::Result<()> {
         "{}",
         member_cluster_table(&s.member_clusters(), Timestamp::now())
     );
+    println!("\nand in the same evaluation the ClusterSet failed over:\n");
+    print!("{}", cluster_sets(&s));
+    if let Some(reason) = set_status(&s).last_failover_reason {
+        println!("\nreason: {reason}");
+    }
     if args.keep_running {
         println!(
             "\nstill running; in another shell:\n  cargo run -p fleetpulse-hub -- get memberclusters --server {} --ca {}\nCtrl-C to stop.",
