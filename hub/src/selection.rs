@@ -6,7 +6,7 @@
 //!   Sveltos). Duplicates count once.
 //! - *Eligible*: matching, `Ready` and `Healthy`.
 //! - *Order*: the integer value of `failover.priorityLabel` (higher first; missing or not an
-//!   integer counts as 0), then namespace/name.
+//!   integer counts as 0; beyond 64 bits saturates), then namespace, then name.
 //! - Previously selected clusters that still match stay (sticky) while eligible, or while
 //!   ineligible for less than `failover.tolerationSeconds`; the rest are dropped. If more
 //!   stay than `maxReplicas` (the set shrank), eligible ones are kept first, in order.
@@ -104,11 +104,19 @@ pub struct Outcome {
     pub added: Vec<ClusterId>,
 }
 
+/// The priority label's integer value; values beyond 64 bits saturate, anything that is not
+/// an integer counts as 0.
 fn priority(view: &ClusterView, label: Option<&str>) -> i64 {
-    label
-        .and_then(|l| view.labels.get(l))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    use std::num::IntErrorKind;
+    let Some(value) = label.and_then(|l| view.labels.get(l)) else {
+        return 0;
+    };
+    match value.trim().parse::<i64>() {
+        Ok(p) => p,
+        Err(e) if *e.kind() == IntErrorKind::PosOverflow => i64::MAX,
+        Err(e) if *e.kind() == IntErrorKind::NegOverflow => i64::MIN,
+        Err(_) => 0,
+    }
 }
 
 /// Evaluates a set. `previous` is the last selection; `clusters` may come in any order.
