@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::api::{SetSpec, membership_label_key};
+use fleetpulse_common::api::{ClusterSet, Set, SetSpec, membership_label_key};
 use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_common::selector;
 
@@ -52,6 +52,20 @@ pub enum SetKey {
 }
 
 impl SetKey {
+    /// The key of a ClusterSet.
+    pub fn of_cluster_set(cs: &ClusterSet) -> Self {
+        SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default())
+    }
+
+    /// The key of a Set (namespace `default` when unset).
+    pub fn of_set(set: &Set) -> Self {
+        let ns = set.metadata.namespace.as_deref().unwrap_or("default");
+        SetKey::Set(ClusterId::new(
+            ns,
+            set.metadata.name.as_deref().unwrap_or_default(),
+        ))
+    }
+
     /// Which clusters the set may see.
     pub fn scope(&self) -> Scope<'_> {
         match self {

@@ -66,3 +66,16 @@ pub fn condition_of(clusters: &[MemberCluster], id: &ClusterId, type_: &str) -> 
         .and_then(|s| condition::find(&s.conditions, type_))
         .map_or(Status::Unknown, |c| Status::parse(&c.status))
 }
+
+/// A ClusterSet `primary` with `maxReplicas: 1` over every cluster [`write_clusters`] writes
+/// (they all carry a `region` label).
+pub const PRIMARY_CLUSTER_SET: &str = "apiVersion: fleetpulse.io/v1alpha1
+kind: ClusterSet
+metadata:
+  name: primary
+spec:
+  clusterSelector:
+    matchExpressions:
+      - {key: region, operator: Exists}
+  maxReplicas: 1
+";

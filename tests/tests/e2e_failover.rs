@@ -8,18 +8,7 @@ use fleetpulse_common::api::ClusterSet;
 use fleetpulse_common::api::condition::{HEALTHY, Status};
 use fleetpulse_tests::process;
 use fleetpulse_tests::scenario::Scenario;
-use fleetpulse_tests::wait;
-
-const CLUSTER_SET: &str = "apiVersion: fleetpulse.io/v1alpha1
-kind: ClusterSet
-metadata:
-  name: primary
-spec:
-  clusterSelector:
-    matchExpressions:
-      - {key: region, operator: Exists}
-  maxReplicas: 1
-";
+use fleetpulse_tests::{fleet, wait};
 
 fn cluster_sets(s: &Scenario) -> anyhow::Result<Vec<ClusterSet>> {
     let ca = s.pki.ca_cert.display().to_string();
@@ -54,7 +43,7 @@ fn selected(sets: &[ClusterSet]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_set_fails_over_when_its_selected_clusters_agent_stops() -> anyhow::Result<()> {
     let mut s = Scenario::start(3, 1, 3).await?;
-    s.write_manifest("sets.yaml", CLUSTER_SET)?;
+    s.write_manifest("sets.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     for i in 0..3 {
         s.start_agent(i)?;
     }

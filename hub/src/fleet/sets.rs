@@ -95,21 +95,16 @@ impl Fleet {
         let mut deadline: Option<Timestamp> = None;
         let mut writes = Vec::new();
         let cluster_sets = objects.cluster_sets.iter().map(|cs| {
-            let key = SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default());
-            (key, &cs.spec.set, cs.metadata.generation)
+            (
+                SetKey::of_cluster_set(cs),
+                &cs.spec.set,
+                cs.metadata.generation,
+            )
         });
-        let namespaced = objects.sets.iter().map(|s| {
-            let ns = s
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
-            let key = SetKey::Set(ClusterId::new(
-                ns,
-                s.metadata.name.clone().unwrap_or_default(),
-            ));
-            (key, &s.spec, s.metadata.generation)
-        });
+        let namespaced = objects
+            .sets
+            .iter()
+            .map(|s| (SetKey::of_set(s), &s.spec, s.metadata.generation));
         for (key, spec, generation) in cluster_sets.chain(namespaced) {
             let scope = key.scope();
             let previous_status = sets.statuses.get(&key).cloned().unwrap_or_default();
@@ -360,8 +355,7 @@ impl Fleet {
         let sets = self.sets.lock();
         let mut items = self.registry().objects().cluster_sets.clone();
         for cs in &mut items {
-            let key = SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default());
-            cs.status = sets.statuses.get(&key).cloned();
+            cs.status = sets.statuses.get(&SetKey::of_cluster_set(cs)).cloned();
         }
         items
     }
@@ -371,16 +365,7 @@ impl Fleet {
         let sets = self.sets.lock();
         let mut items = self.registry().objects().sets.clone();
         for s in &mut items {
-            let ns = s
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
-            let key = SetKey::Set(ClusterId::new(
-                ns,
-                s.metadata.name.clone().unwrap_or_default(),
-            ));
-            s.status = sets.statuses.get(&key).cloned();
+            s.status = sets.statuses.get(&SetKey::of_set(s)).cloned();
         }
         items
     }

@@ -13,7 +13,7 @@ use fleetpulse_common::api::SetStatus;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
 use fleetpulse_hub::cli::get::{member_cluster_table, set_table};
 use fleetpulse_tests::scenario::Scenario;
-use fleetpulse_tests::wait;
+use fleetpulse_tests::{fleet, wait};
 
 /// Run an embedded hub and simulated agents on loopback, and watch one cluster fail.
 #[derive(Debug, Parser)]
@@ -32,18 +32,6 @@ struct Args {
     #[arg(long)]
     keep_running: bool,
 }
-
-/// A ClusterSet over every simulated cluster (they all carry a `region` label).
-const PRIMARY: &str = "apiVersion: fleetpulse.io/v1alpha1
-kind: ClusterSet
-metadata:
-  name: primary
-spec:
-  clusterSelector:
-    matchExpressions:
-      - {key: region, operator: Exists}
-  maxReplicas: 1
-";
 
 fn set_status(s: &Scenario) -> SetStatus {
     let sets = s.hub().fleet.cluster_sets();
@@ -82,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let n = args.clusters as usize;
     let mut s = Scenario::start(n, args.interval_seconds, args.grace_period_seconds).await?;
-    s.write_manifest("primary.yaml", PRIMARY)?;
+    s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     println!(
         "hub listening on {} (embedded mode, TLS from a throwaway CA)",
         s.url
