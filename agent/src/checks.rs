@@ -1,11 +1,59 @@
-//! The seam between the heartbeat loop and the check engine.
+//! The check engine and its seam with the heartbeat loop.
 //!
 //! The loop hands every newly pulled config to [`ChecksSource::apply_config`] and asks
-//! [`ChecksSource::results`] for the current results each time it builds a report. The
-//! check engine (a later piece of work) implements this trait; until then agents run with
-//! [`NoChecks`], whose reports carry no check results.
+//! [`ChecksSource::results`] for the current results each time it builds a report.
+//! [`engine::CheckEngine`] runs the checks on their own schedule; [`NoChecks`] reports none
+//! (an agent with no Kubernetes API and no config).
+//!
+//! - [`timing`]: the per-check verdict with thresholds and `for` (pure).
+//! - [`resources`]: reading objects for Lua checks and built-ins (Kubernetes or static).
+//! - [`lua_check`]: Lua checks over a shared round of objects.
+//! - [`offline`]: one evaluation against objects in memory (`eval`).
+//! - [`builtin`]: the API server's `/readyz`, ready nodes, ready pods.
+//! - [`probe`]: HTTP and TCP probes.
+//! - [`pod`]: pod-based checks and their success-rate window.
+
+pub mod builtin;
+pub mod engine;
+pub mod lua_check;
+pub mod offline;
+pub mod pod;
+pub mod probe;
+pub mod resources;
+pub mod timing;
 
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
+
+/// The outcome of one run of one check, before thresholds are applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// Whether this run passed.
+    pub passing: bool,
+    /// What the run found, or why it failed.
+    pub message: String,
+    /// Success rate over the check's window, for pod checks.
+    pub success_rate_percent: Option<f64>,
+}
+
+impl RunOutcome {
+    /// A passing run.
+    pub fn pass(message: impl Into<String>) -> Self {
+        Self {
+            passing: true,
+            message: message.into(),
+            success_rate_percent: None,
+        }
+    }
+
+    /// A failing run.
+    pub fn fail(message: impl Into<String>) -> Self {
+        Self {
+            passing: false,
+            message: message.into(),
+            success_rate_percent: None,
+        }
+    }
+}
 
 /// Where a report's check results come from. Implementations must answer quickly: the
 /// loop calls them on every report (checks run on their own schedule, elsewhere).

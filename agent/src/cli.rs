@@ -1,11 +1,14 @@
-//! The command line: `keygen` writes a key and says what to put on the hub; `run` sends
-//! heartbeats until SIGTERM or Ctrl-C. Every flag can also be set by an environment
+//! The command line: `keygen` writes a key and says what to put on the hub; `run` runs the
+//! checks and sends heartbeats until SIGTERM or Ctrl-C; `eval` tries checks offline. Every flag can also be set by an environment
 //! variable (`FLEETPULSE_...`), which is how the Helm chart configures the agent.
 
+pub mod eval;
+mod kube_client;
 mod logging;
 mod signals;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +16,9 @@ use clap::{Args, Parser, Subcommand};
 use fleetpulse_common::protocol::report::ClusterId;
 use tokio_util::sync::CancellationToken;
 
+use fleetpulse_common::lua::LuaLimits;
+
+use crate::checks::engine::{CheckEngine, EngineOptions};
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
 use crate::{Url, keys, tls};
 
@@ -47,6 +53,8 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Send heartbeats to the hub until stopped (SIGTERM or Ctrl-C).
     Run(RunArgs),
+    /// Evaluate a MemberCluster's checks against objects from a file, offline.
+    Eval(eval::EvalArgs),
 }
 
 /// Flags of `keygen`.
@@ -100,6 +108,22 @@ pub struct RunArgs {
     /// Allow a plain http:// hub URL. Development only: heartbeats travel unencrypted.
     #[arg(long, env = "FLEETPULSE_INSECURE_HTTP")]
     pub insecure_http: bool,
+    /// Kubeconfig of the managed cluster. Without it the agent uses its in-cluster service
+    /// account, or, outside a cluster, runs only the checks that need no Kubernetes API.
+    #[arg(long, value_name = "FILE", env = "FLEETPULSE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Deadline of one Lua check evaluation, in milliseconds.
+    #[arg(long, value_name = "MS", env = "FLEETPULSE_LUA_DEADLINE_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub lua_deadline_ms: u64,
+    /// Memory one Lua check evaluation may allocate, in MiB.
+    #[arg(long, value_name = "MIB", env = "FLEETPULSE_LUA_MEMORY_MIB", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub lua_memory_mib: u64,
+    /// Namespace pod checks run their pods in, unless a check names its own.
+    #[arg(long, value_name = "NAMESPACE", env = "FLEETPULSE_CHECKS_NAMESPACE",
+          default_value = crate::checks::engine::DEFAULT_CHECKS_NAMESPACE)]
+    pub checks_namespace: String,
 }
 
 impl RunArgs {
@@ -132,11 +156,26 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             print!("{}", generated.instructions());
             Ok(())
         }
+        Command::Eval(args) => {
+            let code = eval::run(args).await;
+            std::process::exit(code);
+        }
         Command::Run(args) => {
             logging::init(cli.log_format, &cli.log_filter)?;
-            let opts = args.into_options()?;
+            let engine_options = EngineOptions {
+                lua_limits: LuaLimits {
+                    deadline: Duration::from_millis(args.lua_deadline_ms),
+                    memory_bytes: (args.lua_memory_mib as usize) << 20,
+                    ..LuaLimits::default()
+                },
+                default_period: Duration::from_secs(args.interval_seconds),
+                checks_namespace: args.checks_namespace.clone(),
+            };
+            let reader = kube_client::reader(args.kubeconfig.as_deref()).await?;
+            let mut opts = args.into_options()?;
             let shutdown = CancellationToken::new();
             signals::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGTERM")?;
+            opts.checks = Arc::new(CheckEngine::spawn(reader, engine_options, shutdown.clone()));
             crate::run(opts, shutdown).await?;
             Ok(())
         }
@@ -144,90 +183,4 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_is_well_formed() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn every_flag_has_an_environment_variable() {
-        let cli = Cli::command();
-        let mut commands = vec![&cli];
-        commands.extend(cli.get_subcommands());
-        for cmd in commands {
-            for arg in cmd.get_arguments().filter(|a| a.get_long().is_some()) {
-                if matches!(arg.get_id().as_str(), "help" | "version") {
-                    continue;
-                }
-                let env = arg
-                    .get_env()
-                    .unwrap_or_else(|| panic!("--{} has no env", arg.get_id()));
-                assert!(env.to_str().unwrap().starts_with("FLEETPULSE_"), "{env:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn run_flags_parse_with_their_defaults() {
-        let cli = Cli::try_parse_from([
-            "fleetpulse-agent",
-            "run",
-            "--hub",
-            "https://hub.example",
-            "--cluster",
-            "fleet/edge-1",
-            "--key-file",
-            "/keys/agent.pem",
-        ])
-        .unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run")
-        };
-        assert_eq!(run.cluster, ClusterId::new("fleet", "edge-1"));
-        assert_eq!(
-            (run.audience.as_str(), run.interval_seconds),
-            ("fleetpulse", 10)
-        );
-        assert!(!run.insecure_http && run.hub_ca.is_none() && run.cluster_uid.is_empty());
-    }
-
-    #[test]
-    fn malformed_cluster_and_zero_interval_are_refused_by_the_parser() {
-        let base = [
-            "fleetpulse-agent",
-            "run",
-            "--hub",
-            "https://h",
-            "--key-file",
-            "k",
-        ];
-        let with = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra)).map(|_| ());
-        assert!(with(&["--cluster", "no-namespace"]).is_err());
-        assert!(with(&["--cluster", "a/b", "--interval-seconds", "0"]).is_err());
-        assert!(with(&["--cluster", "a/b"]).is_ok());
-    }
-
-    #[test]
-    fn http_hub_is_refused_without_insecure_http() {
-        let dir = tempfile::tempdir().unwrap();
-        let key_file = dir.path().join("agent.pem");
-        keys::generate_key_file(&key_file, false).unwrap();
-        let args = |insecure: bool| RunArgs {
-            hub: Url::parse("http://hub.example").unwrap(),
-            cluster: ClusterId::new("fleet", "edge-1"),
-            key_file: key_file.clone(),
-            hub_ca: None,
-            audience: DEFAULT_AUDIENCE.into(),
-            cluster_uid: String::new(),
-            interval_seconds: 10,
-            insecure_http: insecure,
-        };
-        let err = args(false).into_options().unwrap_err();
-        assert!(err.to_string().contains("--insecure-http"), "{err}");
-        assert!(args(true).into_options().unwrap().allow_insecure_http);
-    }
-}
+mod tests;

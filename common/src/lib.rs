@@ -3,12 +3,16 @@
 //! - [`api`]: the Kubernetes API types (`fleetpulse.io/v1alpha1` CRDs) and their validation.
 //! - [`protocol`]: the signed heartbeat protocol: report and answer types, JWS signing and
 //!   strict verification, key ids, the replay rules and the size limits.
+//! - [`checks`]: selector templates, label-selector strings, resolved resource queries.
 //! - [`selector`]: Kubernetes label-selector matching.
 //! - [`duration`]: Go-style duration strings (`10m`, `1h30m`) as used in check specs.
+//! - [`lua`]: the Luau sandbox that evaluates Lua checks over Kubernetes objects.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod checks;
 pub mod duration;
+pub mod lua;
 pub mod protocol;
 pub mod selector;
 

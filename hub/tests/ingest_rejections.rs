@@ -11,6 +11,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode, header};
 use ed25519_dalek::SigningKey;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use tempfile::TempDir;
@@ -687,6 +688,11 @@ async fn signed_config_request_returns_the_effective_config() {
             interval_seconds: INTERVAL_SECONDS,
             readiness_checks: vec![ready_nodes_check()],
             liveness_checks: Vec::new(),
+            cluster_metadata: ObjectMeta {
+                name: Some(fx.a.name.clone()),
+                namespace: Some(fx.a.namespace.clone()),
+                ..Default::default()
+            },
         }
     );
 }

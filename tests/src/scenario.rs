@@ -6,10 +6,15 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use fleetpulse_agent::checks::engine::{CheckEngine, EngineOptions};
+use fleetpulse_agent::checks::resources::{Reader, StaticReader};
 use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::Status;
 use fleetpulse_hub::server::{Hub, HubOptions};
+use tokio_util::sync::CancellationToken;
 
 use crate::fleet::{self, SimCluster};
 use crate::pki::Pki;
@@ -28,6 +33,7 @@ pub struct Scenario {
     hub: Option<Hub>,
     agents: BTreeMap<usize, AgentHandle>,
     interval: Duration,
+    engines: CancellationToken,
 }
 
 impl Scenario {
@@ -54,6 +60,7 @@ impl Scenario {
             hub: None,
             agents: BTreeMap::new(),
             interval: Duration::from_secs(interval_secs.into()),
+            engines: CancellationToken::new(),
         };
         scenario.start_hub().await?;
         scenario.url = format!("https://localhost:{}", scenario.addr.port()).parse()?;
@@ -108,9 +115,32 @@ impl Scenario {
         Ok(o)
     }
 
-    /// Starts the agent of cluster `i`.
+    /// Starts the agent of cluster `i` (with no checks of its own beyond the hub's config).
     pub fn start_agent(&mut self, i: usize) -> anyhow::Result<()> {
         let handle = fleetpulse_agent::spawn(self.agent_options(i)?)?;
+        self.agents.insert(i, handle);
+        Ok(())
+    }
+
+    /// Starts the agent of cluster `i` with a check engine reading `objects` as the
+    /// cluster's API (change them with [`StaticReader::replace`] while it runs).
+    pub fn start_agent_with_engine(
+        &mut self,
+        i: usize,
+        objects: StaticReader,
+    ) -> anyhow::Result<()> {
+        let mut options = self.agent_options(i)?;
+        let engine_options = EngineOptions {
+            default_period: self.interval,
+            ..Default::default()
+        };
+        let engine = CheckEngine::spawn(
+            Reader::Static(objects),
+            engine_options,
+            self.engines.child_token(),
+        );
+        options.checks = Arc::new(engine);
+        let handle = fleetpulse_agent::spawn(options)?;
         self.agents.insert(i, handle);
         Ok(())
     }
@@ -144,6 +174,7 @@ impl Scenario {
         for (_, a) in agents {
             a.stop().await?;
         }
+        self.engines.cancel();
         self.stop_hub().await;
         Ok(())
     }

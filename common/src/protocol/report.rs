@@ -220,6 +220,10 @@ pub struct AgentConfig {
     pub generation: u64,
     /// Heartbeat interval, in seconds.
     pub interval_seconds: u32,
+    /// The MemberCluster's name, namespace, labels and annotations, which selector
+    /// templates (`{{ .Cluster.metadata.name }}`, ...) read.
+    #[serde(default)]
+    pub cluster_metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     /// Readiness checks.
     #[serde(default)]
     pub readiness_checks: Vec<ClusterCheck>,

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ed25519_dalek::VerifyingKey;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
@@ -162,6 +163,13 @@ fn effective_config(
     let mut config = AgentConfig {
         generation: 0,
         interval_seconds: mc.spec.heartbeat.interval_seconds,
+        cluster_metadata: ObjectMeta {
+            name: mc.metadata.name.clone(),
+            namespace: Some(id.namespace.clone()),
+            labels: mc.metadata.labels.clone(),
+            annotations: mc.metadata.annotations.clone(),
+            ..Default::default()
+        },
         readiness_checks: mc.spec.readiness_checks.clone(),
         liveness_checks: mc.spec.liveness_checks.clone(),
     };

@@ -1,0 +1,176 @@
+use std::time::Duration;
+
+use serde_json::json;
+
+use fleetpulse_common::api::{ReadyNodesCheck, ResourceSelector};
+
+use super::*;
+use crate::checks::resources::StaticReader;
+
+fn nodes(ready: usize, total: usize) -> Vec<serde_json::Value> {
+    (0..total)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")},
+                   "status": {"conditions": [{"type": "Ready", "status": if i < ready { "True" } else { "False" }}]}})
+        })
+        .collect()
+}
+
+fn lua(name: &str, script: &str) -> ClusterCheck {
+    ClusterCheck {
+        name: name.into(),
+        resource_selectors: vec![ResourceSelector {
+            version: "v1".into(),
+            kind: "Node".into(),
+            ..Default::default()
+        }],
+        condition: Some(script.into()),
+        ..Default::default()
+    }
+}
+
+const ALL_NODES_READY: &str = r#"
+function evaluate()
+  local hs = { pass = true, message = "all nodes ready" }
+  for _, node in ipairs(resources) do
+    for _, c in ipairs(node.status.conditions) do
+      if c.type == "Ready" and c.status ~= "True" then
+        hs.pass = false
+        hs.message = node.metadata.name .. " is not ready"
+      end
+    end
+  end
+  return hs
+end
+"#;
+
+async fn results_when(
+    engine: &CheckEngine,
+    what: &str,
+    mut done: impl FnMut(&[CheckResult]) -> bool,
+) -> Vec<CheckResult> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let results = engine.results();
+        if done(&results) {
+            return results;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {results:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn find<'a>(results: &'a [CheckResult], name: &str) -> &'a CheckResult {
+    results
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no result for {name}: {results:#?}"))
+}
+
+fn config(readiness: Vec<ClusterCheck>, liveness: Vec<ClusterCheck>) -> AgentConfig {
+    AgentConfig {
+        generation: 1,
+        interval_seconds: 1,
+        readiness_checks: readiness,
+        liveness_checks: liveness,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_round_runs_lua_builtins_and_readyz_and_a_hostile_script_fails_alone() {
+    let token = CancellationToken::new();
+    let engine = CheckEngine::spawn(
+        Reader::Static(StaticReader::new(nodes(3, 3))),
+        EngineOptions::default(),
+        token.clone(),
+    );
+    engine.apply_config(&config(
+        vec![
+            lua("nodes-ready", ALL_NODES_READY),
+            ClusterCheck {
+                name: "three-nodes".into(),
+                ready_nodes: Some(ReadyNodesCheck {
+                    min_count: Some(3),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ],
+        vec![lua("spin", "function evaluate() while true do end end")],
+    ));
+    let results = results_when(&engine, "every check to have run", |r| {
+        r.len() == 4 && r.iter().all(|c| c.message != "not run yet")
+    })
+    .await;
+    assert!(find(&results, APISERVER_CHECK).passing);
+    assert!(
+        find(&results, "nodes-ready").passing,
+        "{:?}",
+        find(&results, "nodes-ready")
+    );
+    assert!(find(&results, "three-nodes").passing);
+    let spin = find(&results, "spin");
+    assert!(!spin.passing);
+    assert!(spin.message.contains("deadline"), "{}", spin.message);
+    token.cancel();
+}
+
+#[tokio::test]
+async fn an_unchanged_check_keeps_its_verdict_across_a_new_config() {
+    let token = CancellationToken::new();
+    let engine = CheckEngine::spawn(
+        Reader::Static(StaticReader::new(nodes(1, 2))),
+        EngineOptions::default(),
+        token.clone(),
+    );
+    engine.apply_config(&config(vec![lua("nodes-ready", ALL_NODES_READY)], vec![]));
+    let before = results_when(&engine, "the check to fail", |r| {
+        r.iter()
+            .any(|c| c.name == "nodes-ready" && c.message != "not run yet")
+    })
+    .await;
+    let since = find(&before, "nodes-ready").since;
+    assert!(!find(&before, "nodes-ready").passing);
+    engine.apply_config(&config(
+        vec![lua("nodes-ready", ALL_NODES_READY)],
+        vec![lua("extra", "function evaluate() return {pass = true} end")],
+    ));
+    let after = results_when(&engine, "the new check to run", |r| {
+        r.iter()
+            .any(|c| c.name == "extra" && c.message != "not run yet")
+    })
+    .await;
+    assert_eq!(find(&after, "nodes-ready").since, since, "verdict kept");
+    assert!(find(&after, "extra").passing);
+    token.cancel();
+}
+
+#[tokio::test]
+async fn without_a_kubernetes_api_there_is_no_readyz_and_resource_checks_say_why() {
+    let token = CancellationToken::new();
+    let engine = CheckEngine::spawn(Reader::None, EngineOptions::default(), token.clone());
+    assert!(!engine.has_api());
+    engine.apply_config(&config(
+        vec![],
+        vec![ClusterCheck {
+            name: "nodes".into(),
+            ready_nodes: Some(ReadyNodesCheck::default()),
+            ..Default::default()
+        }],
+    ));
+    let results = results_when(&engine, "the check to run", |r| {
+        r.iter().any(|c| c.message != "not run yet")
+    })
+    .await;
+    assert_eq!(results.len(), 1, "no apiserver-readyz without an API");
+    assert!(
+        results[0].message.contains("--kubeconfig"),
+        "{}",
+        results[0].message
+    );
+    token.cancel();
+}

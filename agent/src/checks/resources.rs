@@ -1,0 +1,215 @@
+//! Reading the objects checks look at. [`ResourceReader`] is the seam: [`KubeReader`] reads
+//! the cluster's API server (discovery plus the dynamic API), [`StaticReader`] serves
+//! objects held in memory (the offline `eval` command, tests, and the hub's manifests).
+//!
+//! Every reader applies the whole [`Query`] (labels, filters, objects being deleted), so
+//! callers get exactly the selected objects. A kind the cluster does not serve yields no
+//! objects, not an error (as Sveltos does).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use fleetpulse_common::checks::query::Query;
+
+/// Objects could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The API server refused or failed.
+    #[error("reading {what}: {source}")]
+    Api {
+        /// What was being read, e.g. `v1/Node in all namespaces`.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The reader has no Kubernetes API behind it.
+    #[error("no Kubernetes API to read {what}; run the agent in-cluster or pass --kubeconfig")]
+    NoApi {
+        /// What was being read.
+        what: String,
+    },
+}
+
+/// Reads objects and the API server's readiness.
+pub trait ResourceReader: Send + Sync + 'static {
+    /// The objects `query` selects.
+    fn list(&self, query: &Query) -> impl Future<Output = Result<Vec<Value>, ReadError>> + Send;
+    /// The API server's `/readyz`: `Ok(body)` when ready.
+    fn readyz(&self) -> impl Future<Output = Result<String, ReadError>> + Send;
+}
+
+fn describe(query: &Query) -> String {
+    let scope = query
+        .namespace
+        .as_deref()
+        .map_or("in all namespaces".to_owned(), |ns| {
+            format!("in namespace {ns}")
+        });
+    format!("{}/{} {scope}", query.api_version(), query.kind)
+}
+
+/// Objects held in memory; clones share them, so a test can change what a running engine
+/// sees with [`StaticReader::replace`].
+#[derive(Clone, Debug, Default)]
+pub struct StaticReader {
+    objects: Arc<RwLock<Vec<Value>>>,
+    ready: bool,
+}
+
+impl StaticReader {
+    /// A reader over `objects`, whose API server counts as ready.
+    pub fn new(objects: Vec<Value>) -> Self {
+        Self {
+            objects: Arc::new(RwLock::new(objects)),
+            ready: true,
+        }
+    }
+
+    /// Replaces the objects every clone of this reader serves.
+    pub fn replace(&self, objects: Vec<Value>) {
+        *self.objects.write() = objects;
+    }
+
+    /// Makes `/readyz` fail (for tests).
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+}
+
+impl ResourceReader for StaticReader {
+    async fn list(&self, query: &Query) -> Result<Vec<Value>, ReadError> {
+        Ok(self
+            .objects
+            .read()
+            .iter()
+            .filter(|o| query.matches(o))
+            .cloned()
+            .collect())
+    }
+
+    async fn readyz(&self) -> Result<String, ReadError> {
+        if self.ready {
+            Ok("ok".into())
+        } else {
+            Err(ReadError::NoApi {
+                what: "/readyz".into(),
+            })
+        }
+    }
+}
+
+/// Reads through a Kubernetes client.
+#[derive(Clone)]
+pub struct KubeReader {
+    client: kube::Client,
+}
+
+impl KubeReader {
+    /// A reader over `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    /// The client, for checks that write (pod checks).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+}
+
+impl ResourceReader for KubeReader {
+    async fn list(&self, query: &Query) -> Result<Vec<Value>, ReadError> {
+        let what = describe(query);
+        let gvk = GroupVersionKind::gvk(&query.group, &query.version, &query.kind);
+        let resource = match kube::discovery::pinned_kind(&self.client, &gvk).await {
+            Ok((resource, _)) => resource,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
+            Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
+            Err(source) => return Err(ReadError::Api { what, source }),
+        };
+        let api: Api<DynamicObject> = match &query.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let objects = match &query.name {
+            Some(name) => api.get_opt(name).await.map(|o| o.into_iter().collect()),
+            None => api.list(&ListParams::default()).await.map(|l| l.items),
+        }
+        .map_err(|source| ReadError::Api {
+            what: what.clone(),
+            source,
+        })?;
+        Ok(objects
+            .into_iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .map(|mut v| {
+                // List items often omit apiVersion/kind; the query knows them.
+                v["apiVersion"] = Value::String(query.api_version());
+                v["kind"] = Value::String(query.kind.clone());
+                v
+            })
+            .filter(|v| query.matches(v))
+            .collect())
+    }
+
+    async fn readyz(&self) -> Result<String, ReadError> {
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .expect("a static request is valid");
+        self.client
+            .request_text(request)
+            .await
+            .map_err(|source| ReadError::Api {
+                what: "/readyz".into(),
+                source,
+            })
+    }
+}
+
+/// The reader an agent runs with: the cluster's API, objects in memory, or none (an agent
+/// outside any cluster: resource checks and built-ins then fail with a clear message).
+#[derive(Clone)]
+pub enum Reader {
+    /// A Kubernetes API.
+    Kube(KubeReader),
+    /// Objects in memory.
+    Static(StaticReader),
+    /// No Kubernetes API.
+    None,
+}
+
+impl Reader {
+    /// Whether there is a Kubernetes API (or a stand-in) to check.
+    pub fn has_api(&self) -> bool {
+        !matches!(self, Reader::None)
+    }
+}
+
+impl ResourceReader for Reader {
+    async fn list(&self, query: &Query) -> Result<Vec<Value>, ReadError> {
+        match self {
+            Reader::Kube(r) => r.list(query).await,
+            Reader::Static(r) => r.list(query).await,
+            Reader::None => Err(ReadError::NoApi {
+                what: describe(query),
+            }),
+        }
+    }
+
+    async fn readyz(&self) -> Result<String, ReadError> {
+        match self {
+            Reader::Kube(r) => r.readyz().await,
+            Reader::Static(r) => r.readyz().await,
+            Reader::None => Err(ReadError::NoApi {
+                what: "/readyz".into(),
+            }),
+        }
+    }
+}

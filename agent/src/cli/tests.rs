@@ -1,0 +1,89 @@
+use super::*;
+use clap::CommandFactory;
+
+#[test]
+fn cli_is_well_formed() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn every_flag_has_an_environment_variable() {
+    let cli = Cli::command();
+    let mut commands = vec![&cli];
+    commands.extend(cli.get_subcommands());
+    for cmd in commands {
+        for arg in cmd.get_arguments().filter(|a| a.get_long().is_some()) {
+            if matches!(arg.get_id().as_str(), "help" | "version") {
+                continue;
+            }
+            let env = arg
+                .get_env()
+                .unwrap_or_else(|| panic!("--{} has no env", arg.get_id()));
+            assert!(env.to_str().unwrap().starts_with("FLEETPULSE_"), "{env:?}");
+        }
+    }
+}
+
+#[test]
+fn run_flags_parse_with_their_defaults() {
+    let cli = Cli::try_parse_from([
+        "fleetpulse-agent",
+        "run",
+        "--hub",
+        "https://hub.example",
+        "--cluster",
+        "fleet/edge-1",
+        "--key-file",
+        "/keys/agent.pem",
+    ])
+    .unwrap();
+    let Command::Run(run) = cli.command else {
+        panic!("not run")
+    };
+    assert_eq!(run.cluster, ClusterId::new("fleet", "edge-1"));
+    assert_eq!(
+        (run.audience.as_str(), run.interval_seconds),
+        ("fleetpulse", 10)
+    );
+    assert!(!run.insecure_http && run.hub_ca.is_none() && run.cluster_uid.is_empty());
+}
+
+#[test]
+fn malformed_cluster_and_zero_interval_are_refused_by_the_parser() {
+    let base = [
+        "fleetpulse-agent",
+        "run",
+        "--hub",
+        "https://h",
+        "--key-file",
+        "k",
+    ];
+    let with = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra)).map(|_| ());
+    assert!(with(&["--cluster", "no-namespace"]).is_err());
+    assert!(with(&["--cluster", "a/b", "--interval-seconds", "0"]).is_err());
+    assert!(with(&["--cluster", "a/b"]).is_ok());
+}
+
+#[test]
+fn http_hub_is_refused_without_insecure_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("agent.pem");
+    keys::generate_key_file(&key_file, false).unwrap();
+    let args = |insecure: bool| RunArgs {
+        hub: Url::parse("http://hub.example").unwrap(),
+        cluster: ClusterId::new("fleet", "edge-1"),
+        key_file: key_file.clone(),
+        hub_ca: None,
+        audience: DEFAULT_AUDIENCE.into(),
+        cluster_uid: String::new(),
+        interval_seconds: 10,
+        insecure_http: insecure,
+        kubeconfig: None,
+        lua_deadline_ms: 250,
+        lua_memory_mib: 32,
+        checks_namespace: "fleetpulse-system".into(),
+    };
+    let err = args(false).into_options().unwrap_err();
+    assert!(err.to_string().contains("--insecure-http"), "{err}");
+    assert!(args(true).into_options().unwrap().allow_insecure_http);
+}

@@ -1,0 +1,151 @@
+//! Benchmark of a Lua evaluation round over 2,000 Pod-like objects: conversion, one check,
+//! and a full round of 10 checks plus conversion. Prints median and min in milliseconds.
+//!
+//! Run with `cargo bench -p fleetpulse-common --bench lua_round`.
+
+use std::time::{Duration, Instant};
+
+use fleetpulse_common::lua::{LuaLimits, LuaRound, ObjectId};
+use serde_json::{Value, json};
+
+const OBJECTS: usize = 2000;
+const CHECKS: usize = 10;
+const REPEATS: usize = 7;
+
+/// Counts Ready pods (the shape of a typical `readyPods`-style Lua check).
+const READY_PODS: &str = r#"function evaluate()
+  local ready = 0
+  for _, pod in ipairs(resources) do
+    if pod.status and pod.status.conditions then
+      for _, c in ipairs(pod.status.conditions) do
+        if c.type == "Ready" and c.status == "True" then ready = ready + 1 end
+      end
+    end
+  end
+  return { pass = ready * 100 >= #resources * 90, message = ready .. "/" .. #resources .. " pods ready" }
+end"#;
+
+fn pod(i: usize) -> Value {
+    let ready = if i.is_multiple_of(17) {
+        "False"
+    } else {
+        "True"
+    };
+    let container = |name: &str, image: &str| {
+        json!({
+            "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+            "ports": [{ "containerPort": 8080, "name": "http", "protocol": "TCP" }],
+            "env": [{ "name": "LOG_LEVEL", "value": "info" }, { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }],
+            "resources": { "requests": { "cpu": "100m", "memory": "128Mi" }, "limits": { "memory": "256Mi" } },
+            "volumeMounts": [{ "name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true }],
+            "readinessProbe": { "httpGet": { "path": "/readyz", "port": 8080 }, "periodSeconds": 10 }
+        })
+    };
+    let status = |name: &str| {
+        json!({ "name": name, "ready": ready == "True", "restartCount": i % 3, "image": "registry.example/app:1.2.3",
+                "imageID": "registry.example/app@sha256:0123456789abcdef", "containerID": format!("containerd://{i:064x}"),
+                "started": true, "state": { "running": { "startedAt": "2024-05-01T10:00:00Z" } } })
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("web-{i:05}-7d9f8b6c4d-x2k9q"), "namespace": format!("team-{}", i % 20),
+            "uid": format!("{i:08x}-1111-2222-3333-444455556666"), "resourceVersion": format!("{}", 100000 + i),
+            "creationTimestamp": "2024-05-01T09:59:00Z",
+            "labels": { "app": "web", "pod-template-hash": "7d9f8b6c4d", "tier": "frontend", "version": "1.2.3" },
+            "annotations": { "prometheus.io/scrape": "true", "kubectl.kubernetes.io/restartedAt": "2024-05-01T09:58:00Z" },
+            "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8b6c4d", "uid": "abc", "controller": true, "blockOwnerDeletion": true }]
+        },
+        "spec": {
+            "containers": [container("app", "registry.example/app:1.2.3"), container("sidecar", "registry.example/proxy:2.0")],
+            "nodeName": format!("node-{}", i % 50), "restartPolicy": "Always", "serviceAccountName": "web",
+            "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
+            "tolerations": [{ "key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300 }],
+            "volumes": [{ "name": "kube-api-access", "projected": { "defaultMode": 420, "sources": [{ "serviceAccountToken": { "expirationSeconds": 3607, "path": "token" } }] } }]
+        },
+        "status": {
+            "phase": "Running", "podIP": format!("10.0.{}.{}", i / 250, i % 250), "hostIP": "192.0.2.10",
+            "qosClass": "Burstable", "startTime": "2024-05-01T09:59:01Z",
+            "conditions": [
+                { "type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": "2024-05-01T09:59:03Z" },
+                { "type": "Initialized", "status": "True", "lastTransitionTime": "2024-05-01T09:59:01Z" },
+                { "type": "Ready", "status": ready, "lastTransitionTime": "2024-05-01T10:00:05Z" },
+                { "type": "ContainersReady", "status": ready, "lastTransitionTime": "2024-05-01T10:00:05Z" },
+                { "type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-05-01T09:59:00Z" }
+            ],
+            "containerStatuses": [status("app"), status("sidecar")]
+        }
+    })
+}
+
+fn convert(round: &mut LuaRound, pods: &[Value]) -> Vec<ObjectId> {
+    pods.iter()
+        .map(|p| round.add_object(p).expect("pod converts"))
+        .collect()
+}
+
+fn check(round: &LuaRound, ids: &[ObjectId], i: usize) {
+    let outcome = round
+        .evaluate(&format!("ready-pods-{i}"), READY_PODS, ids, &[])
+        .expect("check runs");
+    assert!(outcome.passing, "{}", outcome.message);
+}
+
+/// Scalars, arrays and objects in a JSON value (what conversion creates in Lua).
+fn count_values(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(count_values).sum::<usize>(),
+        Value::Object(map) => 1 + map.values().map(count_values).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// Runs `f` REPEATS times; returns (median, min) in ms.
+fn measure(mut f: impl FnMut() -> Duration) -> (f64, f64) {
+    let mut runs: Vec<f64> = (0..REPEATS).map(|_| f().as_secs_f64() * 1000.0).collect();
+    runs.sort_by(f64::total_cmp);
+    (runs[runs.len() / 2], runs[0])
+}
+
+fn main() {
+    let pods: Vec<Value> = (0..OBJECTS).map(pod).collect();
+    let bytes: usize = pods.iter().map(|p| p.to_string().len()).sum();
+    let values: usize = pods.iter().map(count_values).sum();
+
+    let convert_ms = measure(|| {
+        let mut round = LuaRound::new(LuaLimits::default()).expect("round");
+        let started = Instant::now();
+        convert(&mut round, &pods);
+        started.elapsed()
+    });
+
+    let mut round = LuaRound::new(LuaLimits::default()).expect("round");
+    let ids = convert(&mut round, &pods);
+    let one_check_ms = measure(|| {
+        let started = Instant::now();
+        check(&round, &ids, 0);
+        started.elapsed()
+    });
+
+    let round_ms = measure(|| {
+        let started = Instant::now();
+        let mut round = LuaRound::new(LuaLimits::default()).expect("round");
+        let ids = convert(&mut round, &pods);
+        for i in 0..CHECKS {
+            check(&round, &ids, i);
+        }
+        started.elapsed()
+    });
+
+    println!(
+        "lua_round objects={OBJECTS} json_kib={} json_values={values} repeats={REPEATS} \
+         convert_ms={:.2} (min {:.2}) one_check_ms={:.2} (min {:.2}) round_{CHECKS}_checks_ms={:.2} (min {:.2})",
+        bytes / 1024,
+        convert_ms.0,
+        convert_ms.1,
+        one_check_ms.0,
+        one_check_ms.1,
+        round_ms.0,
+        round_ms.1
+    );
+}
