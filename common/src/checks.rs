@@ -4,5 +4,6 @@
 //! `ResourceSelector` into a query that picks objects ([`query`]).
 
 pub mod labels;
+pub mod lua_batch;
 pub mod query;
 pub mod template;

@@ -10,6 +10,7 @@
 
 mod admission;
 pub mod cluster;
+mod hub_checks;
 pub mod registry;
 pub mod sets;
 
@@ -167,6 +168,7 @@ impl Fleet {
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
         let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
+        self.run_hub_checks(now, wall);
         let mut any_changed = false;
         for entry in self.registry().clusters() {
             let grace = entry.object.spec.heartbeat.grace_period_seconds;

@@ -153,6 +153,11 @@ impl ResourceReader for KubeReader {
                 // List items often omit apiVersion/kind; the query knows them.
                 v["apiVersion"] = Value::String(query.api_version());
                 v["kind"] = Value::String(query.kind.clone());
+                // Often the largest part of an object and of no use to a health check:
+                // dropping it roughly halves the Lua conversion cost of typical objects.
+                if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("managedFields");
+                }
                 v
             })
             .filter(|v| query.matches(v))

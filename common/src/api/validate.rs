@@ -133,6 +133,12 @@ impl ClusterCheck {
                 ),
             ));
         }
+        if self.reads_hub() && self.resource_selectors.iter().any(|s| !s.from_hub) {
+            return Err(err(
+                format!("{path}.resourceSelectors"),
+                "a check reads either the hub (fromHub: true) or the managed cluster; split it into two checks",
+            ));
+        }
         if self.for_.is_some() && self.duration.is_some() {
             return Err(err(
                 path,

@@ -200,10 +200,12 @@ impl LuaRound {
         env.set_metatable(Some(self.env_meta.clone()))?;
         env.raw_set("resources", &array)?;
         env.raw_set("ctx", ctx_table)?;
-        // Not `safeenv` (which Luau's own per-script sandbox sets): it lets the VM resolve
-        // globals such as `tostring` when a function is created, so a script that assigns a
-        // global of that name later would not see its own value, unlike Lua 5.1. Measured
-        // gain: about 0.5 ms for a check over 2,000 objects.
+        // `safeenv`, as Luau's own per-script sandbox sets: builtins such as `ipairs` are
+        // resolved once and iterate on the fast path (about 0.7 ms of a check over 2,000
+        // objects). Lua semantics hold: the compiler never pre-resolves a global the script
+        // assigns, and a script has no other way to write its environment (no `getfenv`,
+        // `setfenv`, and `_G` is the read-only library table).
+        env.set_safeenv(true);
 
         let chunk = lua
             .load(condition)

@@ -1,6 +1,7 @@
 //! Reads MemberCluster, ClusterSet, Set and HealthPolicy manifests from a directory
 //! (recursively; `.yaml`, `.yml`, `.json`; multi-document YAML), validating each object as
-//! the API server would.
+//! the API server would. Objects of other APIs (e.g. KeptnMetric) are kept as the data
+//! hub-side checks (`fromHub` selectors) read.
 //!
 //! Rescanning only re-reads files whose size or modification time changed. A file that
 //! fails to parse or validate keeps contributing its last good objects, and the error names
@@ -143,6 +144,7 @@ impl ManifestDir {
                     all.sets.push(x.clone());
                 }
             }
+            all.hub_objects.extend(o.hub_objects.iter().cloned());
             for x in &o.health_policies {
                 if keep("HealthPolicy", ns_name(&x.metadata)) {
                     all.health_policies.push(x.clone());
@@ -213,10 +215,18 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
         .and_then(|v| v.as_str())
         .unwrap_or_default()
         .to_owned();
+    if !api_version.starts_with("fleetpulse.io/") {
+        // Objects of other APIs are data for hub-side checks (e.g. KeptnMetric objects).
+        if api_version.is_empty() || kind.is_empty() {
+            return Err("a document without apiVersion and kind is not a Kubernetes object".into());
+        }
+        objects.hub_objects.push(value);
+        return Ok(());
+    }
     if api_version != API_VERSION {
         return Err(format!(
-            "apiVersion {api_version:?} (kind {kind:?}) is not {API_VERSION:?}; the embedded hub \
-             reads only MemberCluster, ClusterSet, Set and HealthPolicy of {API_VERSION}"
+            "apiVersion {api_version:?} (kind {kind:?}) is not {API_VERSION:?}; this hub reads \
+             MemberCluster, ClusterSet, Set and HealthPolicy of {API_VERSION}"
         ));
     }
     fn parse<T: serde::de::DeserializeOwned>(

@@ -89,6 +89,16 @@ impl Fleet {
             self.settings.freshness,
         )?;
         state.positions.insert(kid.to_owned(), pos);
+        // Hub-side check results join the agent's, so they gate Ready and Healthy too.
+        let merged;
+        let report = if state.hub_results.is_empty() {
+            report
+        } else {
+            let mut with_hub = report.clone();
+            with_hub.checks.extend(state.hub_results.iter().cloned());
+            merged = with_hub;
+            &merged
+        };
         state.positions_dirty = true;
         state.record_heartbeat(kid, report, now, wall);
         let changed =

@@ -31,6 +31,10 @@ pub struct ClusterState {
     pub config_generation: u64,
     /// Hash of the effective config that generation stands for (0: none yet).
     pub config_hash: u64,
+    /// Latest results of the hub-side checks.
+    pub hub_results: Vec<fleetpulse_common::protocol::report::CheckResult>,
+    /// When the hub-side checks run next.
+    pub hub_next_run: Option<Instant>,
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckStatus>,
@@ -55,6 +59,8 @@ impl ClusterState {
             positions_dirty: false,
             config_generation: status.config_generation.unwrap_or(0),
             config_hash: record.config_hash,
+            hub_results: Vec::new(),
+            hub_next_run: None,
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,

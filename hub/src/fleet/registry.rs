@@ -9,7 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use fleetpulse_common::api::{ClusterCheck, ClusterSet, HealthPolicy, MemberCluster, Set};
+use fleetpulse_common::api::condition::{self, Status};
+use fleetpulse_common::api::{
+    CheckPhase, ClusterCheck, ClusterSet, HealthPolicy, HealthPolicyStatus, MemberCluster, Set,
+};
 use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 use fleetpulse_common::selector;
@@ -27,6 +30,8 @@ pub struct Objects {
     pub sets: Vec<Set>,
     /// HealthPolicies.
     pub health_policies: Vec<HealthPolicy>,
+    /// Objects of other APIs the hub keeps, which hub-side checks (`fromHub`) read.
+    pub hub_objects: Vec<serde_json::Value>,
 }
 
 /// One MemberCluster with its effective config and runtime state.
@@ -40,6 +45,8 @@ pub struct ClusterEntry {
     pub config: AgentConfig,
     /// Hash of the effective config.
     pub config_hash: u64,
+    /// Checks the hub evaluates itself (their selectors read the hub's objects).
+    pub hub_checks: Vec<(CheckPhase, ClusterCheck)>,
     /// Runtime state, kept across reloads.
     pub state: Arc<Mutex<ClusterState>>,
 }
@@ -61,6 +68,7 @@ pub struct Registry {
     objects: Objects,
     clusters: BTreeMap<ClusterId, Arc<ClusterEntry>>,
     keys: HashMap<String, KeyBinding>,
+    policy_statuses: BTreeMap<(String, String), HealthPolicyStatus>,
 }
 
 impl Registry {
@@ -75,6 +83,7 @@ impl Registry {
         let mut problems = Vec::new();
         let mut clusters = BTreeMap::new();
         let mut keys: HashMap<String, KeyBinding> = HashMap::new();
+        let mut policy_clashes = BTreeMap::new();
         let mut sorted: Vec<&MemberCluster> = objects.member_clusters.iter().collect();
         sorted.sort_by_key(|mc| cluster_id(mc));
         for mc in sorted {
@@ -102,7 +111,13 @@ impl Registry {
                     },
                 );
             }
-            let config = effective_config(mc, &objects.health_policies, &mut problems);
+            let mut config = effective_config(
+                mc,
+                &objects.health_policies,
+                &mut problems,
+                &mut policy_clashes,
+            );
+            let hub_checks = split_hub_checks(&mut config);
             let config_hash = hash_config(&config);
             let entry = ClusterEntry {
                 state: state_for(&id),
@@ -110,14 +125,17 @@ impl Registry {
                 object: mc.clone(),
                 config,
                 config_hash,
+                hub_checks,
             };
             clusters.insert(id, Arc::new(entry));
         }
+        let policy_statuses = policy_statuses(&objects.health_policies, &policy_clashes);
         (
             Registry {
                 objects,
                 clusters,
                 keys,
+                policy_statuses,
             },
             problems,
         )
@@ -142,6 +160,23 @@ impl Registry {
     pub fn objects(&self) -> &Objects {
         &self.objects
     }
+
+    /// Every HealthPolicy with its status: how many clusters it applies to, and whether any
+    /// of its checks was skipped for a name clash.
+    pub fn health_policies(&self) -> Vec<HealthPolicy> {
+        let mut items = self.objects.health_policies.clone();
+        for p in &mut items {
+            let key = (
+                p.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                p.metadata.name.clone().unwrap_or_default(),
+            );
+            p.status = self.policy_statuses.get(&key).cloned();
+        }
+        items
+    }
 }
 
 /// The id of a MemberCluster (`default` namespace when unset).
@@ -158,6 +193,7 @@ fn effective_config(
     mc: &MemberCluster,
     policies: &[HealthPolicy],
     problems: &mut Vec<String>,
+    policy_clashes: &mut BTreeMap<(String, String), (u32, Vec<String>)>,
 ) -> AgentConfig {
     let id = cluster_id(mc);
     let mut config = AgentConfig {
@@ -187,6 +223,10 @@ fn effective_config(
     matching.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for policy in matching {
         let policy_name = policy.metadata.name.as_deref().unwrap_or_default();
+        let report = policy_clashes
+            .entry((id.namespace.clone(), policy_name.to_owned()))
+            .or_default();
+        report.0 += 1;
         let mut add = |from: &[ClusterCheck], to_readiness: bool, config: &mut AgentConfig| {
             for check in from {
                 let taken = config
@@ -195,11 +235,16 @@ fn effective_config(
                     .chain(&config.liveness_checks)
                     .any(|c| c.name == check.name);
                 if taken {
+                    let clash = format!(
+                        "check {:?} is skipped for MemberCluster {id}, which already has a check of \
+                         that name; rename one",
+                        check.name
+                    );
                     problems.push(format!(
-                        "HealthPolicy {}/{policy_name}: check {:?} is skipped for MemberCluster {id}, \
-                         which already has a check of that name; rename one",
-                        id.namespace, check.name
+                        "HealthPolicy {}/{policy_name}: {clash}",
+                        id.namespace
                     ));
+                    report.1.push(clash);
                 } else if to_readiness {
                     config.readiness_checks.push(check.clone());
                 } else {
@@ -213,8 +258,76 @@ fn effective_config(
     config
 }
 
+/// Takes the hub-side checks (`fromHub` selectors) out of `config`: the hub evaluates them.
+fn split_hub_checks(config: &mut AgentConfig) -> Vec<(CheckPhase, ClusterCheck)> {
+    let mut hub = Vec::new();
+    for (phase, list) in [
+        (CheckPhase::Readiness, &mut config.readiness_checks),
+        (CheckPhase::Liveness, &mut config.liveness_checks),
+    ] {
+        let (on_hub, on_agent): (Vec<_>, Vec<_>) =
+            list.drain(..).partition(ClusterCheck::reads_hub);
+        *list = on_agent;
+        hub.extend(on_hub.into_iter().map(|c| (phase, c)));
+    }
+    hub
+}
+
 fn hash_config(config: &AgentConfig) -> u64 {
     let json = serde_json::to_vec(config).expect("a config always serializes");
     let digest = Sha256::digest(json);
     u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")).max(1)
+}
+
+fn policy_statuses(
+    policies: &[HealthPolicy],
+    clashes: &BTreeMap<(String, String), (u32, Vec<String>)>,
+) -> BTreeMap<(String, String), HealthPolicyStatus> {
+    let epoch = k8s_openapi::jiff::Timestamp::UNIX_EPOCH;
+    policies
+        .iter()
+        .map(|p| {
+            let key = (
+                p.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                p.metadata.name.clone().unwrap_or_default(),
+            );
+            let (matched, skipped) = clashes.get(&key).cloned().unwrap_or_default();
+            let mut status = HealthPolicyStatus {
+                matched_clusters: matched,
+                conditions: vec![],
+            };
+            let (s, reason, message) = if skipped.is_empty() {
+                (
+                    Status::True,
+                    "Applied",
+                    format!("applied to {matched} MemberClusters"),
+                )
+            } else {
+                let shown: Vec<&str> = skipped.iter().take(3).map(String::as_str).collect();
+                let more = skipped.len().saturating_sub(3);
+                let tail = if more > 0 {
+                    format!(" (and {more} more)")
+                } else {
+                    String::new()
+                };
+                (
+                    Status::False,
+                    "CheckNameClash",
+                    format!("{}{tail}", shown.join("; ")),
+                )
+            };
+            condition::set(
+                &mut status.conditions,
+                "Accepted",
+                s,
+                reason,
+                &message,
+                epoch,
+            );
+            (key, status)
+        })
+        .collect()
 }

@@ -71,7 +71,7 @@ pub async fn health_policies(
     State(s): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Json<List<fleetpulse_common::api::HealthPolicy>> {
-    let mut items = s.fleet.registry().objects().health_policies.clone();
+    let mut items = s.fleet.registry().health_policies();
     items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
     list("HealthPolicy", items)
 }

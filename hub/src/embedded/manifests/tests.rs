@@ -94,7 +94,7 @@ fn duplicates_across_files_keep_the_first_and_unknown_kinds_are_errors() {
     fs::write(dir.path().join("2.yaml"), cluster("a")).unwrap();
     fs::write(
         dir.path().join("3.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        "apiVersion: fleetpulse.io/v1alpha1\nkind: Cluster\nmetadata: {name: x}\n",
     )
     .unwrap();
     let scan = ManifestDir::new(dir.path()).scan();
@@ -102,11 +102,7 @@ fn duplicates_across_files_keep_the_first_and_unknown_kinds_are_errors() {
     let problems: Vec<String> = scan.errors.iter().map(|e| e.to_string()).collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems.iter().any(|p| p.contains("also defined in")));
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("ConfigMap") || p.contains("\"v1\""))
-    );
+    assert!(problems.iter().any(|p| p.contains("\"Cluster\"")));
 }
 
 #[test]
@@ -120,4 +116,18 @@ fn removing_a_file_removes_its_objects() {
     let scan = watched.scan();
     assert!(scan.changed);
     assert_eq!(names(&scan.objects), ["a"]);
+}
+
+#[test]
+fn objects_of_other_apis_are_kept_for_hub_side_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("metrics.yaml"),
+        "apiVersion: metrics.keptn.sh/v1\nkind: KeptnMetric\nmetadata: {name: edge-1-errors, namespace: keptn}\nstatus: {value: \"0.01\"}\n",
+    )
+    .unwrap();
+    let scan = ManifestDir::new(dir.path()).scan();
+    assert!(scan.errors.is_empty(), "{:?}", scan.errors);
+    assert_eq!(scan.objects.hub_objects.len(), 1);
+    assert_eq!(scan.objects.hub_objects[0]["kind"], "KeptnMetric");
 }
