@@ -272,16 +272,7 @@ async fn run_round(
     due: &[(usize, ClusterCheck)],
 ) -> Vec<RunOutcome> {
     let options = &shared.options;
-    let lua: Vec<LuaCheck> = due
-        .iter()
-        .filter_map(|(_, c)| {
-            c.condition.as_ref().map(|condition| LuaCheck {
-                name: c.name.clone(),
-                condition: condition.clone(),
-                selectors: c.resource_selectors.clone(),
-            })
-        })
-        .collect();
+    let lua: Vec<LuaCheck> = due.iter().filter_map(|(_, c)| LuaCheck::of(c)).collect();
     let mut lua_outcomes =
         lua_check::run_batch(reader, &config.cluster_metadata, &lua, options.lua_limits)
             .await

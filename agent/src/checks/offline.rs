@@ -40,16 +40,7 @@ pub async fn evaluate(
         .map(|c| ("readiness", c))
         .chain(cluster.spec.liveness_checks.iter().map(|c| ("liveness", c)))
         .collect();
-    let lua: Vec<LuaCheck> = checks
-        .iter()
-        .filter_map(|(_, c)| {
-            c.condition.as_ref().map(|condition| LuaCheck {
-                name: c.name.clone(),
-                condition: condition.clone(),
-                selectors: c.resource_selectors.clone(),
-            })
-        })
-        .collect();
+    let lua: Vec<LuaCheck> = checks.iter().filter_map(|(_, c)| LuaCheck::of(c)).collect();
     let mut lua_outcomes = lua_check::run_batch(&reader, &cluster.metadata, &lua, limits)
         .await
         .into_iter();

@@ -100,10 +100,10 @@ pub enum CheckKind {
 }
 
 impl ClusterCheck {
-    /// Whether the hub evaluates this check: its selectors read the hub's objects
-    /// (`fromHub`), e.g. per-cluster KeptnMetric objects kept centrally.
+    /// Whether the hub evaluates this check: a Lua check whose selectors read the hub's
+    /// objects (`fromHub`), e.g. per-cluster KeptnMetric objects kept centrally.
     pub fn reads_hub(&self) -> bool {
-        self.resource_selectors.iter().any(|s| s.from_hub)
+        self.condition.is_some() && self.resource_selectors.iter().any(|s| s.from_hub)
     }
 
     /// The kinds this check sets (valid checks set exactly one).

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::query::Query;
-use crate::api::ResourceSelector;
+use crate::api::{ClusterCheck, ResourceSelector};
 use crate::lua::{CtxValue, LuaLimits, LuaOutcome, LuaRound, ObjectId};
 
 /// One Lua check to run.
@@ -23,6 +23,17 @@ pub struct LuaCheck {
     pub condition: String,
     /// Which objects it sees.
     pub selectors: Vec<ResourceSelector>,
+}
+
+impl LuaCheck {
+    /// The Lua part of a check, if it is a Lua check (it sets `condition`).
+    pub fn of(check: &ClusterCheck) -> Option<LuaCheck> {
+        check.condition.as_ref().map(|condition| LuaCheck {
+            name: check.name.clone(),
+            condition: condition.clone(),
+            selectors: check.resource_selectors.clone(),
+        })
+    }
 }
 
 /// A batch of checks with their selectors resolved.

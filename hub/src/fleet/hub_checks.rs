@@ -45,11 +45,7 @@ fn evaluate(
     let checks: Vec<LuaCheck> = entry
         .hub_checks
         .iter()
-        .map(|(_, c)| LuaCheck {
-            name: c.name.clone(),
-            condition: c.condition.clone().unwrap_or_default(),
-            selectors: c.resource_selectors.clone(),
-        })
+        .filter_map(|(_, c)| LuaCheck::of(c))
         .collect();
     let batch = Batch::plan(checks, &entry.config.cluster_metadata);
     let listed: Vec<Result<Vec<serde_json::Value>, String>> = batch
