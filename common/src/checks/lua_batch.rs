@@ -23,6 +23,8 @@ pub struct LuaCheck {
     pub condition: String,
     /// Which objects it sees.
     pub selectors: Vec<ResourceSelector>,
+    /// Its own deadline (`timeoutSeconds`), instead of the round's.
+    pub deadline: Option<std::time::Duration>,
 }
 
 impl LuaCheck {
@@ -32,6 +34,9 @@ impl LuaCheck {
             name: check.name.clone(),
             condition: condition.clone(),
             selectors: check.resource_selectors.clone(),
+            deadline: check
+                .timeout_seconds
+                .map(|s| std::time::Duration::from_secs(s.into())),
         })
     }
 }
@@ -156,8 +161,9 @@ impl Batch {
                         }
                     }
                 }
+                let deadline = check.deadline.unwrap_or(limits.deadline);
                 round
-                    .evaluate(&check.name, &check.condition, &resources, &ctx)
+                    .evaluate_within(&check.name, &check.condition, &resources, &ctx, deadline)
                     .map_err(|e| e.to_string())
             })
             .collect()
@@ -180,3 +186,6 @@ fn object_key(object: &Value) -> String {
         s("/metadata/name")
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -132,6 +132,19 @@ impl LuaRound {
         resources: &[ObjectId],
         ctx: &[(String, CtxValue)],
     ) -> Result<LuaOutcome, LuaError> {
+        self.evaluate_within(check_name, condition, resources, ctx, self.limits.deadline)
+    }
+
+    /// Like [`LuaRound::evaluate`], with this evaluation's own deadline (a check's
+    /// `timeoutSeconds`) instead of the round's.
+    pub fn evaluate_within(
+        &self,
+        check_name: &str,
+        condition: &str,
+        resources: &[ObjectId],
+        ctx: &[(String, CtxValue)],
+        deadline: std::time::Duration,
+    ) -> Result<LuaOutcome, LuaError> {
         let internal = |source| LuaError::Internal {
             check: check_name.to_string(),
             source,
@@ -153,7 +166,7 @@ impl LuaRound {
             .used_memory()
             .saturating_add(self.limits.memory_bytes);
         let previous_limit = self.lua.set_memory_limit(allowance).map_err(internal)?;
-        self.guard.arm(self.limits.deadline);
+        self.guard.arm(deadline);
         let result = self.run(check_name, condition, resources, ctx);
         let late = self.guard.disarm();
         self.lua
@@ -163,7 +176,7 @@ impl LuaRound {
         let result = match result {
             _ if late => Err(LuaError::Deadline {
                 check: check_name.to_string(),
-                deadline: self.limits.deadline,
+                deadline,
             }),
             Err(Failure::Lua(e)) => Err(classify(check_name, e, &self.limits)),
             Err(Failure::Check(e)) => Err(e),
