@@ -19,8 +19,10 @@ use tokio_util::sync::CancellationToken;
 use fleetpulse_common::lua::LuaLimits;
 
 use crate::checks::engine::{CheckEngine, EngineOptions};
+use crate::checks::resources::Reader;
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
-use crate::{Url, keys, tls};
+use crate::{Url, key_secret, keys, tls};
+use ed25519_dalek::SigningKey;
 
 pub use logging::LogFormat;
 
@@ -83,9 +85,26 @@ pub struct RunArgs {
         value_parser = ClusterId::parse
     )]
     pub cluster: ClusterId,
-    /// The cluster's private key (from `fleetpulse-agent keygen`).
+    /// The cluster's private key (from `fleetpulse-agent keygen`). Without it the key is
+    /// kept in the Secret --key-secret of --agent-namespace, generated on first start.
     #[arg(long, value_name = "FILE", env = "FLEETPULSE_KEY_FILE")]
-    pub key_file: PathBuf,
+    pub key_file: Option<PathBuf>,
+    /// Name of the Secret holding the key when no --key-file is given.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "FLEETPULSE_KEY_SECRET",
+        default_value = "fleetpulse-agent-key"
+    )]
+    pub key_secret: String,
+    /// Namespace the agent runs in (its key Secret lives there).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "FLEETPULSE_AGENT_NAMESPACE",
+        default_value = "fleetpulse-system"
+    )]
+    pub agent_namespace: String,
     /// PEM bundle of the CA(s) that signed the hub's certificate; only these are trusted.
     /// Without it the system roots are.
     #[arg(long, value_name = "FILE", env = "FLEETPULSE_HUB_CA")]
@@ -128,8 +147,15 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// Reads the key and CA files and builds the agent's options.
-    pub fn into_options(self) -> Result<AgentOptions, crate::AgentError> {
-        let key = keys::read_key_file(&self.key_file)?;
+    pub fn into_options(self, key: Option<SigningKey>) -> anyhow::Result<AgentOptions> {
+        let key = match (key, &self.key_file) {
+            (Some(key), _) => key,
+            (None, Some(file)) => keys::read_key_file(file)?,
+            (None, None) => anyhow::bail!(
+                "no --key-file, and no Kubernetes API to keep the key in a Secret: pass \
+                 --key-file (see `fleetpulse-agent keygen`) or --kubeconfig"
+            ),
+        };
         let hub_ca_pem = self
             .hub_ca
             .as_deref()
@@ -160,7 +186,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             let code = eval::run(args).await;
             std::process::exit(code);
         }
-        Command::Run(args) => {
+        Command::Run(mut args) => {
             logging::init(cli.log_format, &cli.log_filter)?;
             let engine_options = EngineOptions {
                 lua_limits: LuaLimits {
@@ -172,7 +198,23 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 checks_namespace: args.checks_namespace.clone(),
             };
             let reader = kube_client::reader(args.kubeconfig.as_deref()).await?;
-            let mut opts = args.into_options()?;
+            let mut key = None;
+            if let Reader::Kube(kube) = &reader {
+                if args.key_file.is_none() {
+                    let client = kube.client().clone();
+                    key = Some(
+                        key_secret::load_or_create(client, &args.agent_namespace, &args.key_secret)
+                            .await?
+                            .0,
+                    );
+                }
+                if args.cluster_uid.is_empty() {
+                    args.cluster_uid = key_secret::cluster_uid(kube.client().clone())
+                        .await
+                        .unwrap_or_default();
+                }
+            }
+            let mut opts = args.into_options(key)?;
             let shutdown = CancellationToken::new();
             signals::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGTERM")?;
             opts.checks = Arc::new(CheckEngine::spawn(reader, engine_options, shutdown.clone()));

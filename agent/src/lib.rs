@@ -13,6 +13,7 @@
 //! - [`hub_client`]: the hub behind a small trait, with the reqwest implementation.
 //! - [`tls`]: the rustls client configuration (pinned CA bundle or system roots).
 //! - [`keys`]: `keygen` and reading the private key file.
+//! - [`key_secret`]: the key kept in a Secret when no key file is given; the cluster UID.
 //! - [`cli`]: the command line (`keygen`, `run`), logging and signal handling.
 //!
 //! [`HeartbeatReport`]: fleetpulse_common::protocol::report::HeartbeatReport
@@ -22,6 +23,7 @@ pub mod checks;
 pub mod cli;
 pub mod error;
 pub mod hub_client;
+pub mod key_secret;
 pub mod keys;
 pub mod options;
 pub mod report;

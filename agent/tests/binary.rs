@@ -62,3 +62,24 @@ fn run_against_a_plain_http_hub_without_the_flag_fails_and_names_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--insecure-http"), "{stderr}");
 }
+
+#[test]
+fn run_without_a_key_file_or_a_cluster_says_how_to_give_it_a_key() {
+    let out = agent()
+        .args([
+            "run",
+            "--hub",
+            "https://127.0.0.1:9",
+            "--cluster",
+            "fleet/edge",
+        ])
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--key-file") && stderr.contains("--kubeconfig"),
+        "{stderr}"
+    );
+}

@@ -72,7 +72,9 @@ fn http_hub_is_refused_without_insecure_http() {
     let args = |insecure: bool| RunArgs {
         hub: Url::parse("http://hub.example").unwrap(),
         cluster: ClusterId::new("fleet", "edge-1"),
-        key_file: key_file.clone(),
+        key_file: Some(key_file.clone()),
+        key_secret: "fleetpulse-agent-key".into(),
+        agent_namespace: "fleetpulse-system".into(),
         hub_ca: None,
         audience: DEFAULT_AUDIENCE.into(),
         cluster_uid: String::new(),
@@ -83,7 +85,7 @@ fn http_hub_is_refused_without_insecure_http() {
         lua_memory_mib: 32,
         checks_namespace: "fleetpulse-system".into(),
     };
-    let err = args(false).into_options().unwrap_err();
+    let err = args(false).into_options(None).unwrap_err();
     assert!(err.to_string().contains("--insecure-http"), "{err}");
-    assert!(args(true).into_options().unwrap().allow_insecure_http);
+    assert!(args(true).into_options(None).unwrap().allow_insecure_http);
 }
