@@ -5,7 +5,7 @@
 //! [`engine::CheckEngine`] runs the checks on their own schedule; [`NoChecks`] reports none
 //! (an agent with no Kubernetes API and no config).
 //!
-//! - [`timing`]: the per-check verdict with thresholds and `for` (pure).
+//! - [`timing`]: the per-check verdict with thresholds and `for` (pure, shared with the hub).
 //! - [`resources`]: reading objects for Lua checks and built-ins (Kubernetes or static).
 //! - [`lua_check`]: Lua checks over a shared round of objects.
 //! - [`offline`]: one evaluation against objects in memory (`eval`).
@@ -20,40 +20,11 @@ pub mod offline;
 pub mod pod;
 pub mod probe;
 pub mod resources;
-pub mod timing;
 
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
-/// The outcome of one run of one check, before thresholds are applied.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunOutcome {
-    /// Whether this run passed.
-    pub passing: bool,
-    /// What the run found, or why it failed.
-    pub message: String,
-    /// Success rate over the check's window, for pod checks.
-    pub success_rate_percent: Option<f64>,
-}
-
-impl RunOutcome {
-    /// A passing run.
-    pub fn pass(message: impl Into<String>) -> Self {
-        Self {
-            passing: true,
-            message: message.into(),
-            success_rate_percent: None,
-        }
-    }
-
-    /// A failing run.
-    pub fn fail(message: impl Into<String>) -> Self {
-        Self {
-            passing: false,
-            message: message.into(),
-            success_rate_percent: None,
-        }
-    }
-}
+pub use fleetpulse_common::checks::RunOutcome;
+pub use fleetpulse_common::checks::timing;
 
 /// Where a report's check results come from. Implementations must answer quickly: the
 /// loop calls them on every report (checks run on their own schedule, elsewhere).

@@ -1,9 +1,42 @@
 //! What the agent and the hub need to evaluate checks the same way: templates over the
 //! MemberCluster in selector names and namespaces ([`template`]), the Kubernetes
-//! label-selector string form and Sveltos label filters ([`labels`]), and resolving a
-//! `ResourceSelector` into a query that picks objects ([`query`]).
+//! label-selector string form and Sveltos label filters ([`labels`]), resolving a
+//! `ResourceSelector` into a query that picks objects ([`query`]), Lua checks in shared
+//! rounds ([`lua_batch`]), and a check's verdict over time ([`timing`]).
 
 pub mod labels;
 pub mod lua_batch;
 pub mod query;
 pub mod template;
+pub mod timing;
+
+/// The outcome of one run of one check, before thresholds are applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// Whether this run passed.
+    pub passing: bool,
+    /// What the run found, or why it failed.
+    pub message: String,
+    /// Success rate over the check's window, for pod checks.
+    pub success_rate_percent: Option<f64>,
+}
+
+impl RunOutcome {
+    /// A passing run.
+    pub fn pass(message: impl Into<String>) -> Self {
+        Self {
+            passing: true,
+            message: message.into(),
+            success_rate_percent: None,
+        }
+    }
+
+    /// A failing run.
+    pub fn fail(message: impl Into<String>) -> Self {
+        Self {
+            passing: false,
+            message: message.into(),
+            success_rate_percent: None,
+        }
+    }
+}

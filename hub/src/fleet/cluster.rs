@@ -35,6 +35,14 @@ pub struct ClusterState {
     pub hub_results: Vec<fleetpulse_common::protocol::report::CheckResult>,
     /// When the hub-side checks run next.
     pub hub_next_run: Option<Instant>,
+    /// Each hub-side check's spec and verdict over time.
+    pub hub_trackers: std::collections::BTreeMap<
+        String,
+        (
+            fleetpulse_common::api::ClusterCheck,
+            fleetpulse_common::checks::timing::Tracker,
+        ),
+    >,
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckStatus>,
@@ -61,6 +69,7 @@ impl ClusterState {
             config_hash: record.config_hash,
             hub_results: Vec::new(),
             hub_next_run: None,
+            hub_trackers: Default::default(),
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,

@@ -2,17 +2,17 @@
 //! per-cluster KeptnMetric objects kept centrally and named after each cluster. The hub
 //! evaluates them with the same engine as the agent (a shared Lua round per cluster), once
 //! per heartbeat interval, and their results join the cluster's next report: they gate
-//! `Ready` and `Healthy` like the agent's checks. Each result is the latest evaluation
-//! (the thresholds and `for` of agent-side checks are not applied to them yet).
+//! `Ready` and `Healthy` like the agent's checks, with the same thresholds and `for`.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::api::CheckKind;
+use fleetpulse_common::checks::RunOutcome;
 use fleetpulse_common::checks::lua_batch::{Batch, LuaCheck};
+use fleetpulse_common::checks::timing::{Timing, Tracker};
 use fleetpulse_common::lua::LuaLimits;
-use fleetpulse_common::protocol::report::CheckResult;
 
 use super::{ClusterEntry, Fleet};
 
@@ -22,26 +22,36 @@ impl Fleet {
         let registry = self.registry();
         let objects = &registry.objects().hub_objects;
         for entry in registry.clusters().filter(|e| !e.hub_checks.is_empty()) {
-            let due = entry.state.lock().hub_next_run.is_none_or(|at| at <= now);
-            if due {
-                let previous = entry.state.lock().hub_results.clone();
-                let results = evaluate(entry, objects, wall, &previous);
-                let interval =
-                    Duration::from_secs(entry.object.spec.heartbeat.interval_seconds.into());
-                let mut state = entry.state.lock();
-                state.hub_results = results;
-                state.hub_next_run = Some(now + interval);
+            if !entry.state.lock().hub_next_run.is_none_or(|at| at <= now) {
+                continue;
             }
+            let outcomes = evaluate(entry, objects);
+            let interval = Duration::from_secs(entry.object.spec.heartbeat.interval_seconds.into());
+            let mut state = entry.state.lock();
+            let mut trackers = std::mem::take(&mut state.hub_trackers);
+            let mut results = Vec::with_capacity(entry.hub_checks.len());
+            for ((phase, check), outcome) in entry.hub_checks.iter().zip(outcomes) {
+                let tracker = trackers
+                    .remove(&check.name)
+                    .filter(|(spec, _)| spec == check)
+                    .map(|(_, t)| t)
+                    .unwrap_or_else(|| {
+                        Tracker::new(&check.name, CheckKind::Lua, *phase, Timing::of(check))
+                    });
+                let mut tracker = tracker;
+                tracker.record(&outcome, wall);
+                results.push(tracker.result());
+                state
+                    .hub_trackers
+                    .insert(check.name.clone(), (check.clone(), tracker));
+            }
+            state.hub_results = results;
+            state.hub_next_run = Some(now + interval);
         }
     }
 }
 
-fn evaluate(
-    entry: &ClusterEntry,
-    objects: &[serde_json::Value],
-    wall: Timestamp,
-    previous: &[CheckResult],
-) -> Vec<CheckResult> {
+fn evaluate(entry: &ClusterEntry, objects: &[serde_json::Value]) -> Vec<RunOutcome> {
     let checks: Vec<LuaCheck> = entry
         .hub_checks
         .iter()
@@ -53,36 +63,16 @@ fn evaluate(
         .iter()
         .map(|q| Ok(objects.iter().filter(|o| q.matches(o)).cloned().collect()))
         .collect();
-    let verdicts = batch.evaluate(&listed, LuaLimits::default());
-    entry
-        .hub_checks
-        .iter()
-        .zip(verdicts)
-        .map(|((phase, check), verdict)| {
-            let (passing, message) = match verdict {
-                Ok(o) => (o.passing, o.message),
-                Err(e) => (false, e),
-            };
-            let before = previous.iter().find(|r| r.name == check.name);
-            let since = match before {
-                Some(b) if b.passing == passing => b.since,
-                _ => Some(wall),
-            };
-            let consecutive_failures = match (passing, before) {
-                (true, _) => 0,
-                (false, Some(b)) => b.consecutive_failures + 1,
-                (false, None) => 1,
-            };
-            CheckResult {
-                name: check.name.clone(),
-                kind: CheckKind::Lua,
-                phase: *phase,
-                passing,
-                message,
-                since,
-                consecutive_failures,
+    batch
+        .evaluate(&listed, LuaLimits::default())
+        .into_iter()
+        .map(|v| match v {
+            Ok(o) => RunOutcome {
+                passing: o.passing,
+                message: o.message,
                 success_rate_percent: None,
-            }
+            },
+            Err(e) => RunOutcome::fail(e),
         })
         .collect()
 }

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::api::{CheckKind, CheckPhase, ClusterCheck};
-use fleetpulse_common::protocol::report::CheckResult;
-
 use super::RunOutcome;
+use crate::api::{CheckKind, CheckPhase, ClusterCheck};
+use crate::protocol::report::CheckResult;
 
 /// The timing fields of a check, with defaults applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +32,7 @@ impl Timing {
             .for_
             .as_deref()
             .or(check.duration.as_deref())
-            .and_then(|d| fleetpulse_common::duration::parse(d).ok())
+            .and_then(|d| crate::duration::parse(d).ok())
             .unwrap_or_default();
         Self {
             failure_threshold: check.failure_threshold.unwrap_or(1).max(1),
