@@ -22,7 +22,7 @@ impl Fleet {
         let registry = self.registry();
         let objects = &registry.objects().hub_objects;
         for entry in registry.clusters().filter(|e| !e.hub_checks.is_empty()) {
-            if !entry.state.lock().hub_next_run.is_none_or(|at| at <= now) {
+            if entry.state.lock().hub_next_run.is_some_and(|at| at > now) {
                 continue;
             }
             let outcomes = evaluate(entry, objects);

@@ -1,0 +1,214 @@
+//! Handlers for the non-watch verbs: get, list (selectors, paging), create, replace, patch,
+//! delete, deletecollection, and the `pods/log` subresource.
+
+use crate::{
+    error::ApiError,
+    ops,
+    patch::PatchKind,
+    selector::{FieldSelector, LabelSelector},
+    server::{Shared, Target},
+    store::ns_name,
+};
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+type Reply = Result<Response, ApiError>;
+
+fn ok(v: Value) -> Reply {
+    Ok(Json(v).into_response())
+}
+
+fn ns(t: &Target) -> &str {
+    t.namespace.as_deref().unwrap_or_default()
+}
+
+fn name(t: &Target) -> &str {
+    t.name.as_deref().unwrap_or_default()
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
+}
+
+/// Label and field selectors from the query string.
+pub fn selectors(
+    params: &HashMap<String, String>,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(params.get("labelSelector").map_or("", String::as_str))?;
+    let fields = FieldSelector::parse(params.get("fieldSelector").map_or("", String::as_str))?;
+    Ok((labels, fields))
+}
+
+/// `GET` a collection: selectors, `limit` / `continue` paging, list `resourceVersion`.
+pub fn list(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Reply {
+    let (labels, fields) = selectors(params)?;
+    let limit: usize = params
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let after = params
+        .get("continue")
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            c.split_once('/')
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {c:?}")))
+        })
+        .transpose()?;
+    let store = shared.store.lock();
+    let matching: Vec<Value> = store
+        .list(&t.def, t.namespace.as_deref())
+        .into_iter()
+        .filter(|o| after.as_ref().is_none_or(|a| ns_name(o) > *a))
+        .filter(|o| labels.matches(o) && fields.matches(o))
+        .collect();
+    let remaining = matching.len().saturating_sub(limit);
+    let items: Vec<Value> = matching.into_iter().take(limit).collect();
+    let mut metadata = json!({"resourceVersion": store.current_rv().to_string()});
+    if remaining > 0
+        && let Some(last) = items.last()
+    {
+        let (n, m) = ns_name(last);
+        metadata["continue"] = format!("{n}/{m}").into();
+        metadata["remainingItemCount"] = remaining.into();
+    }
+    ok(json!({
+        "kind": format!("{}List", t.def.kind),
+        "apiVersion": t.def.api_version(),
+        "metadata": metadata,
+        "items": items,
+    }))
+}
+
+/// `GET` one object (or its `status` subresource, which returns the whole object).
+pub fn get(shared: &Shared, t: &Target) -> Reply {
+    let store = shared.store.lock();
+    let obj = store
+        .get(&t.def, ns(t), name(t))
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(&t.def.plural, name(t)))?;
+    ok(obj)
+}
+
+/// `POST` a new object.
+pub fn create(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
+    let obj = parse_body(body)?;
+    let created = ops::create(&mut shared.store.lock(), &t.def, ns(t), obj)?;
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+/// `PUT` an object or its `status` subresource.
+pub fn replace(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
+    let obj = parse_body(body)?;
+    let status_only = t.sub.as_deref() == Some("status");
+    ok(ops::update(
+        &mut shared.store.lock(),
+        &t.def,
+        ns(t),
+        name(t),
+        obj,
+        status_only,
+    )?)
+}
+
+/// `PATCH` an object or its `status` subresource; apply patches create absent objects.
+pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Reply {
+    let kind = PatchKind::from_content_type(content_type)?;
+    let patch = kind.parse_body(body)?;
+    let status_only = t.sub.as_deref() == Some("status");
+    let mut store = shared.store.lock();
+    let ns_key = if t.def.namespaced { ns(t) } else { "" };
+    let Some(current) = store.get(&t.def, ns_key, name(t)).cloned() else {
+        if kind == PatchKind::Apply && !status_only {
+            let mut obj = patch;
+            if !obj.is_object() || !(obj["metadata"].is_object() || obj["metadata"].is_null()) {
+                return Err(ApiError::bad_request(
+                    "apply body must be an object with metadata",
+                ));
+            }
+            obj["metadata"]["name"] = name(t).into();
+            let created = ops::create(&mut store, &t.def, ns(t), obj)?;
+            return Ok((StatusCode::CREATED, Json(created)).into_response());
+        }
+        return Err(ApiError::not_found(&t.def.plural, name(t)));
+    };
+    let mut patched = kind.apply(&current, &patch)?;
+    if kind == PatchKind::Apply && patch["metadata"]["resourceVersion"].is_null() {
+        patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    }
+    ok(ops::update(
+        &mut store,
+        &t.def,
+        ns(t),
+        name(t),
+        patched,
+        status_only,
+    )?)
+}
+
+/// `DELETE` one object.
+pub fn delete(shared: &Shared, t: &Target) -> Reply {
+    ok(ops::delete(
+        &mut shared.store.lock(),
+        &t.def,
+        ns(t),
+        name(t),
+    )?)
+}
+
+/// `DELETE` a collection (selectors honoured); answers with the list of deleted objects.
+pub fn delete_collection(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Reply {
+    let (labels, fields) = selectors(params)?;
+    let mut store = shared.store.lock();
+    let victims: Vec<Value> = store
+        .list(&t.def, t.namespace.as_deref())
+        .into_iter()
+        .filter(|o| labels.matches(o) && fields.matches(o))
+        .collect();
+    let mut items = Vec::new();
+    for v in victims {
+        let (n, m) = ns_name(&v);
+        items.push(ops::delete(&mut store, &t.def, &n, &m)?);
+    }
+    ok(json!({
+        "kind": format!("{}List", t.def.kind),
+        "apiVersion": t.def.api_version(),
+        "metadata": {"resourceVersion": store.current_rv().to_string()},
+        "items": items,
+    }))
+}
+
+/// `GET pods/{name}/log`: the log the simulated kubelet recorded, honouring `tailLines`.
+pub fn log(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Response {
+    let store = shared.store.lock();
+    if store.get(&t.def, ns(t), name(t)).is_none() {
+        return ApiError::not_found(&t.def.plural, name(t)).into_response();
+    }
+    let text = store
+        .pod_logs
+        .get(&(ns(t).to_owned(), name(t).to_owned()))
+        .cloned()
+        .unwrap_or_default();
+    let text = match params
+        .get("tailLines")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        Some(n) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let mut tail = lines[lines.len().saturating_sub(n)..].join("\n");
+            if !tail.is_empty() {
+                tail.push('\n');
+            }
+            tail
+        }
+        None => text,
+    };
+    ([(http::header::CONTENT_TYPE, "text/plain")], text).into_response()
+}

@@ -1,0 +1,33 @@
+//! kubesim: an in-process stand-in for the Kubernetes API server, driven through the real
+//! `kube` client, with a simulated scheduler/kubelet. It lets fleetpulse test its Kubernetes
+//! code with no cluster: CRUD, selectors, paging, patches, status subresources, finalizers,
+//! watches (with 410 Gone), discovery of CRDs registered at runtime, and per-request ledgers.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let sim = fleetpulse_kubesim::KubeSim::builder().nodes(2).build();
+//! let client = sim.client();
+//! # let _ = client;
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+
+mod discovery;
+pub mod error;
+mod handlers;
+pub mod kubelet;
+mod ops;
+mod patch;
+pub mod resources;
+mod selector;
+mod server;
+mod sim;
+pub mod store;
+mod wait;
+mod watch;
+
+pub use error::ApiError;
+pub use kubelet::{Outcome, PodMatcher};
+pub use sim::{KubeSim, KubeSimBuilder, kubeconfig};
+pub use store::RequestRecord;
+pub use wait::eventually;

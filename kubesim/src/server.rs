@@ -1,0 +1,193 @@
+//! The axum router: discovery routes plus one dispatcher that parses every resource path
+//! (`/api/v1/...`, `/apis/{group}/{version}/...`, cluster-scoped and namespaced), records the
+//! request and hands it to the matching handler.
+
+use crate::{
+    discovery,
+    error::ApiError,
+    handlers, kubelet,
+    resources::ResourceDef,
+    store::{RequestRecord, Store},
+    watch,
+};
+use axum::{
+    Router,
+    body::Bytes,
+    extract::{Query, State},
+    http::{HeaderMap, Method, Uri},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use parking_lot::Mutex;
+use std::{collections::HashMap, sync::Arc};
+
+/// State shared by the router, the simulated kubelet and the [`crate::KubeSim`] handle.
+#[derive(Debug)]
+pub struct Shared {
+    /// All objects and ledgers.
+    pub store: Mutex<Store>,
+    /// Bumped to end every open watch stream (see [`crate::KubeSim::expire_watch_history`]).
+    pub close_watches: tokio::sync::watch::Sender<u64>,
+    /// Pod outcome rules of the simulated kubelet.
+    pub kubelet: Mutex<kubelet::Rules>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            store: Mutex::new(Store::default()),
+            close_watches: tokio::sync::watch::channel(0).0,
+            kubelet: Mutex::new(kubelet::Rules::default()),
+        }
+    }
+}
+
+/// Builds the API server router over shared state.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/version", get(discovery::version))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/api", get(discovery::core_versions))
+        .route("/api/v1", get(discovery::core_resources))
+        .route("/apis", get(discovery::groups))
+        .route("/apis/{group}/{version}", get(discovery::group_resources))
+        .fallback(dispatch)
+        .with_state(shared)
+}
+
+/// A parsed resource path.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The resource type addressed.
+    pub def: ResourceDef,
+    /// Namespace from the path (`/namespaces/{ns}/...`), if any.
+    pub namespace: Option<String>,
+    /// Object name, if the path addresses one object.
+    pub name: Option<String>,
+    /// Subresource (`status`, `log`), if any.
+    pub sub: Option<String>,
+}
+
+/// Resolves a request path against the served resources.
+pub fn parse_target(store: &Store, path: &str) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let namespaced_path = matches!(rest, ["namespaces", _, plural, ..]
+        if store.registry.find(group, version, plural).is_some_and(|d| d.namespaced));
+    let (namespace, rest) = if namespaced_path {
+        (Some(rest[1].to_owned()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let def = store
+        .registry
+        .find(group, version, rest[0])
+        .cloned()
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if rest.len() > 3 {
+        return Err(ApiError::no_route(path));
+    }
+    let sub = rest.get(2).map(|s| (*s).to_owned());
+    let sub_ok = match sub.as_deref() {
+        None => true,
+        Some("status") => def.status_subresource,
+        Some("log") => def.group.is_empty() && def.plural == "pods",
+        Some(_) => false,
+    };
+    if !sub_ok {
+        return Err(ApiError::no_route(path));
+    }
+    Ok(Target {
+        def,
+        namespace,
+        name: rest.get(1).map(|s| (*s).to_owned()),
+        sub,
+    })
+}
+
+/// The RBAC verb for a request.
+fn verb(method: &Method, target: &Target, params: &HashMap<String, String>) -> &'static str {
+    let watching = params.get("watch").is_some_and(|w| w == "true" || w == "1");
+    match (method.as_str(), target.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watching => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+async fn dispatch(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let params: HashMap<String, String> = Query::try_from_uri(&uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let target = {
+        let mut store = shared.store.lock();
+        let target = match parse_target(&store, uri.path()) {
+            Ok(t) => t,
+            Err(e) => return e.into_response(),
+        };
+        let verb = verb(&method, &target, &params);
+        let resource = match &target.sub {
+            Some(s) => format!("{}/{s}", target.def.plural),
+            None => target.def.plural.clone(),
+        };
+        if matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        ) {
+            *store.writes.entry((resource, verb.to_owned())).or_default() += 1;
+        }
+        store.requests.push(RequestRecord {
+            verb: verb.to_owned(),
+            group: target.def.group.clone(),
+            resource: target.def.plural.clone(),
+            namespace: target.namespace.clone(),
+            subresource: target.sub.clone(),
+            name: target.name.clone(),
+        });
+        target
+    };
+    let watching = params.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let result = match (method.as_str(), target.name.is_some()) {
+        ("GET", false) if watching => return watch::watch(&shared, &target, &params),
+        ("GET", false) => handlers::list(&shared, &target, &params),
+        ("GET", true) if target.sub.as_deref() == Some("log") => {
+            return handlers::log(&shared, &target, &params);
+        }
+        ("GET", true) => handlers::get(&shared, &target),
+        ("POST", false) => handlers::create(&shared, &target, &body),
+        ("PUT", true) => handlers::replace(&shared, &target, &body),
+        ("PATCH", true) => handlers::patch(&shared, &target, content_type, &body),
+        ("DELETE", true) => handlers::delete(&shared, &target),
+        ("DELETE", false) => handlers::delete_collection(&shared, &target, &params),
+        (m, _) => Err(ApiError::method_not_allowed(format!(
+            "{m} is not supported on {}",
+            uri.path()
+        ))),
+    };
+    match result {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
