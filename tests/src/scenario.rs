@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use fleetpulse_agent::checks::engine::{CheckEngine, EngineOptions};
-use fleetpulse_agent::checks::resources::{Reader, StaticReader};
+use fleetpulse_agent::checks::resources::Reader;
 use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::Status;
@@ -122,23 +122,15 @@ impl Scenario {
         Ok(())
     }
 
-    /// Starts the agent of cluster `i` with a check engine reading `objects` as the
-    /// cluster's API (change them with [`StaticReader::replace`] while it runs).
-    pub fn start_agent_with_engine(
-        &mut self,
-        i: usize,
-        objects: StaticReader,
-    ) -> anyhow::Result<()> {
+    /// Starts the agent of cluster `i` with a check engine reading the cluster through
+    /// `reader` (a simulated API server, or objects in memory a test changes while it runs).
+    pub fn start_agent_with_engine(&mut self, i: usize, reader: Reader) -> anyhow::Result<()> {
         let mut options = self.agent_options(i)?;
         let engine_options = EngineOptions {
             default_period: self.interval,
             ..Default::default()
         };
-        let engine = CheckEngine::spawn(
-            Reader::Static(objects),
-            engine_options,
-            self.engines.child_token(),
-        );
+        let engine = CheckEngine::spawn(reader, engine_options, self.engines.child_token());
         options.checks = Arc::new(engine);
         let handle = fleetpulse_agent::spawn(options)?;
         self.agents.insert(i, handle);

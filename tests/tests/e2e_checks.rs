@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use fleetpulse_agent::checks::resources::StaticReader;
+use fleetpulse_agent::checks::resources::{Reader, StaticReader};
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
 use fleetpulse_tests::scenario::Scenario;
 use fleetpulse_tests::wait;
@@ -61,7 +61,7 @@ async fn a_not_ready_node_makes_the_cluster_unhealthy_though_its_api_server_answ
         fleetpulse_common::protocol::keys::public_key_string(&s.clusters[0].key.verifying_key());
     s.write_manifest("clusters.yaml", &CLUSTER.replace("PUBLIC_KEY", &public_key))?;
     let cluster = StaticReader::new(nodes(&[]));
-    s.start_agent_with_engine(0, cluster.clone())?;
+    s.start_agent_with_engine(0, Reader::Static(cluster.clone()))?;
     let check_passing = |s: &Scenario, passing: bool| {
         s.member_clusters()[0]
             .status
