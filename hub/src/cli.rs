@@ -47,11 +47,19 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Directory of MemberCluster / ClusterSet / Set / HealthPolicy YAML (rescanned on change).
-    #[arg(long, env = "FLEETPULSE_MANIFESTS")]
-    pub manifests: PathBuf,
+    #[arg(long, env = "FLEETPULSE_MANIFESTS", required_unless_present = "kube")]
+    pub manifests: Option<PathBuf>,
     /// Directory for the embedded store (created if missing).
-    #[arg(long, env = "FLEETPULSE_DATA")]
-    pub data: PathBuf,
+    #[arg(long, env = "FLEETPULSE_DATA", required_unless_present = "kube")]
+    pub data: Option<PathBuf>,
+    /// Kubernetes mode: watch the fleetpulse CRDs on the management cluster and write their
+    /// status (instead of --manifests and --data).
+    #[arg(long, env = "FLEETPULSE_KUBE", conflicts_with_all = ["manifests", "data"])]
+    pub kube: bool,
+    /// Kubeconfig of the management cluster for --kube (default: the in-cluster service
+    /// account, else the usual kubeconfig lookup).
+    #[arg(long, env = "FLEETPULSE_KUBECONFIG", requires = "kube")]
+    pub kubeconfig: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "FLEETPULSE_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
@@ -100,7 +108,11 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Hub options from the flags.
     pub fn options(&self) -> HubOptions {
-        let mut o = HubOptions::new(self.manifests.clone(), self.data.clone(), self.listen);
+        let mut o = HubOptions::new(
+            self.manifests.clone().unwrap_or_default(),
+            self.data.clone().unwrap_or_default(),
+            self.listen,
+        );
         o.tls = self.tls_cert.clone().zip(self.tls_key.clone());
         o.insecure_http = self.insecure_http;
         o.audience = self.audience.clone();
@@ -151,11 +163,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Get(args) => get::run(args).await,
         Command::Serve(args) => {
-            let hub = Hub::start(args.options()).await?;
+            let mut options = args.options();
+            if args.kube {
+                options.kube = Some(kube_client(args.kubeconfig.as_deref()).await?);
+            }
+            let hub = Hub::start(options).await?;
             hub.run_until(shutdown_signal()).await;
             Ok(())
         }
     }
+}
+
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    use anyhow::Context;
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes configuration found; pass --kubeconfig")?,
+    };
+    Ok(kube::Client::try_from(config)?)
 }
 
 fn init_tracing(format: &str) {

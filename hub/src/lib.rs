@@ -8,6 +8,7 @@
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
+//! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
 //! - [`cli`]: the command line (`serve`, `crds`, `get`).
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod embedded;
 pub mod fleet;
 pub mod health;
 pub mod ingest;
+pub mod kubernetes;
 pub mod metrics;
 pub mod selection;
 pub mod server;

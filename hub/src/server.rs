@@ -26,6 +26,8 @@ use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
 use crate::health::Debounce;
 use crate::ingest::{self, AppState};
+use crate::kubernetes::source::KubeSource;
+use crate::kubernetes::store::KubeStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError, StoreWriter};
 
@@ -64,7 +66,7 @@ pub enum HubError {
 }
 
 /// How to run an embedded hub.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HubOptions {
     /// Directory of manifests.
     pub manifests: PathBuf,
@@ -90,6 +92,9 @@ pub struct HubOptions {
     pub reload_interval: Duration,
     /// How often accepted positions are flushed to the store.
     pub position_flush_interval: Duration,
+    /// Kubernetes mode: watch the CRDs and write status through this client (the
+    /// manifest and data directories are then unused).
+    pub kube: Option<kube::Client>,
 }
 
 impl HubOptions {
@@ -108,6 +113,7 @@ impl HubOptions {
             tick: Duration::from_secs(1),
             reload_interval: Duration::from_secs(2),
             position_flush_interval: Duration::from_secs(10),
+            kube: None,
         }
     }
 }
@@ -130,22 +136,45 @@ impl Hub {
             (None, true) => None,
             (None, false) => return Err(HubError::NoTls),
         };
-        std::fs::create_dir_all(&opts.data).map_err(|source| HubError::Dir {
-            path: opts.data.clone(),
-            source,
-        })?;
-        let mut store = SqliteStore::open(&opts.data)?;
-        let snapshot = store.load()?;
         let settings = Settings {
             audience: opts.audience.clone(),
             freshness: opts.freshness,
             debounce: opts.debounce,
             brake: opts.brake,
         };
-        let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
-        fleet.restore(snapshot, Instant::now(), Timestamp::now());
-        let mut manifests = ManifestDir::new(&opts.manifests);
-        reload(&fleet, &mut manifests, true);
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let (fleet, manifests) = match &opts.kube {
+            Some(client) => {
+                let mut store = KubeStore::new(client.clone(), tokio::runtime::Handle::current());
+                let (store, snapshot) =
+                    tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
+                        .await
+                        .expect("loading the store does not panic")?;
+                let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
+                fleet.restore(snapshot, Instant::now(), Timestamp::now());
+                let source = KubeSource::start(client, &shutdown);
+                source.ready().await;
+                for problem in fleet.reload(source.objects(), Instant::now(), Timestamp::now()) {
+                    tracing::error!(problem, "conflicting objects");
+                }
+                tasks.spawn(source.drive(fleet.clone(), shutdown.clone()));
+                (fleet, None)
+            }
+            None => {
+                std::fs::create_dir_all(&opts.data).map_err(|source| HubError::Dir {
+                    path: opts.data.clone(),
+                    source,
+                })?;
+                let mut store = SqliteStore::open(&opts.data)?;
+                let snapshot = store.load()?;
+                let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
+                fleet.restore(snapshot, Instant::now(), Timestamp::now());
+                let mut manifests = ManifestDir::new(&opts.manifests);
+                reload(&fleet, &mut manifests, true);
+                (fleet, Some(manifests))
+            }
+        };
         let ready = Arc::new(AtomicBool::new(true));
         let app = ingest::router(AppState {
             fleet: fleet.clone(),
@@ -161,8 +190,6 @@ impl Hub {
             addr: opts.listen,
             source,
         })?;
-        let shutdown = CancellationToken::new();
-        let mut tasks = JoinSet::new();
         tasks.spawn(serve(listener, app, tls, shutdown.clone()));
         tasks.spawn(background(
             fleet.clone(),
@@ -170,7 +197,12 @@ impl Hub {
             opts.clone(),
             shutdown.clone(),
         ));
-        tracing::info!(%addr, tls = opts.tls.is_some(), manifests = %opts.manifests.display(), "hub serving");
+        let mode = if opts.kube.is_some() {
+            "kubernetes"
+        } else {
+            "embedded"
+        };
+        tracing::info!(%addr, tls = opts.tls.is_some(), mode, "hub serving");
         Ok(Hub {
             addr,
             fleet,
@@ -211,7 +243,7 @@ fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
 
 async fn background(
     fleet: Arc<Fleet>,
-    mut manifests: ManifestDir,
+    mut manifests: Option<ManifestDir>,
     opts: HubOptions,
     stop: CancellationToken,
 ) {
@@ -225,7 +257,11 @@ async fn background(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => fleet.tick(Instant::now(), Timestamp::now()),
-            _ = rescan.tick() => reload(&fleet, &mut manifests, false),
+            _ = rescan.tick(), if manifests.is_some() => {
+                if let Some(m) = manifests.as_mut() {
+                    reload(&fleet, m, false);
+                }
+            }
             _ = flush.tick() => fleet.flush_positions(),
         }
     }

@@ -37,6 +37,15 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The Kubernetes API refused a read or write.
+    #[error("Kubernetes API: {what}: {source}")]
+    Kube {
+        /// What was being read or written.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// A stored record could not be decoded.
     #[error(
         "embedded store: record of {cluster} is unreadable: {source}; delete the --data directory to start over"

@@ -1,0 +1,7 @@
+//! Kubernetes mode: the hub's objects come from watching its CRDs on the management
+//! cluster ([`source`]), and its state is written back as their status ([`store`]). The
+//! decisions are the same code as the embedded mode; only the store and the object source
+//! differ.
+
+pub mod source;
+pub mod store;

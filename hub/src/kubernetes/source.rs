@@ -1,0 +1,118 @@
+//! [`KubeSource`]: the hub's objects from the management cluster. A reflector watches each
+//! of MemberCluster, ClusterSet, Set and HealthPolicy; whenever any of them changes, the
+//! hub rebuilds its registry from the reflectors' stores (the same path as a manifest
+//! reload), so a label, set or cluster change is acted on at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
+
+use crate::fleet::{Fleet, Objects};
+
+/// The reflector stores of the hub's four kinds.
+pub struct KubeSource {
+    member_clusters: Store<MemberCluster>,
+    cluster_sets: Store<ClusterSet>,
+    sets: Store<Set>,
+    health_policies: Store<HealthPolicy>,
+    changed: Arc<Notify>,
+}
+
+fn reflect<K>(client: &kube::Client, changed: Arc<Notify>, stop: CancellationToken) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .touched_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                event = stream.next() => match event {
+                    Some(Ok(_)) => changed.notify_one(),
+                    Some(Err(e)) => tracing::warn!(kind = K::kind(&()).as_ref(), error = %e, "watch failed; retrying"),
+                    None => return,
+                },
+            }
+        }
+    });
+    reader
+}
+
+impl KubeSource {
+    /// Starts the four watches; they stop with `stop`.
+    pub fn start(client: &kube::Client, stop: &CancellationToken) -> Self {
+        let changed = Arc::new(Notify::new());
+        Self {
+            member_clusters: reflect(client, changed.clone(), stop.clone()),
+            cluster_sets: reflect(client, changed.clone(), stop.clone()),
+            sets: reflect(client, changed.clone(), stop.clone()),
+            health_policies: reflect(client, changed.clone(), stop.clone()),
+            changed,
+        }
+    }
+
+    /// Waits until every watch has listed once.
+    pub async fn ready(&self) {
+        let _ = self.member_clusters.wait_until_ready().await;
+        let _ = self.cluster_sets.wait_until_ready().await;
+        let _ = self.sets.wait_until_ready().await;
+        let _ = self.health_policies.wait_until_ready().await;
+    }
+
+    /// The objects as the watches see them now.
+    pub fn objects(&self) -> Objects {
+        fn owned<K>(store: &Store<K>) -> Vec<K>
+        where
+            K: Resource<DynamicType = ()> + Clone + 'static,
+        {
+            store.state().into_iter().map(|o| (*o).clone()).collect()
+        }
+        Objects {
+            member_clusters: owned(&self.member_clusters),
+            cluster_sets: owned(&self.cluster_sets),
+            sets: owned(&self.sets),
+            health_policies: owned(&self.health_policies),
+            hub_objects: Vec::new(),
+        }
+    }
+
+    /// Reloads the fleet whenever a watched object changes, until `stop`. Changes arriving
+    /// together are applied as one reload.
+    pub async fn drive(self, fleet: Arc<Fleet>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.changed.notified() => {}
+            }
+            // Let a burst of events settle into one reload.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            for problem in fleet.reload(self.objects(), Instant::now(), Timestamp::now()) {
+                tracing::error!(problem, "conflicting objects");
+            }
+        }
+    }
+}
