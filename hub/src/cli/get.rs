@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use k8s_openapi::jiff::Timestamp;
+use rustls::pki_types::pem::PemObject;
 use serde::de::DeserializeOwned;
 
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY};
@@ -140,7 +141,7 @@ fn client(ca: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
         Some(path) => {
             let pem = std::fs::read(path)
                 .with_context(|| format!("cannot read CA bundle {}", path.display()))?;
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
                 roots.add(
                     cert.with_context(|| format!("{} is not a PEM CA bundle", path.display()))?,
                 )?;

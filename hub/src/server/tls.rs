@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
 /// TLS material could not be loaded.
@@ -52,16 +54,17 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
         problem: problem.into(),
     };
     let cert_pem = read(cert)?;
-    let chain = rustls_pemfile::certs(&mut cert_pem.as_slice())
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| pem_err(cert, "not a PEM certificate chain"))?;
     if chain.is_empty() {
         return Err(pem_err(cert, "no 'BEGIN CERTIFICATE' block found"));
     }
     let key_pem = read(key)?;
-    let private_key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .map_err(|_| pem_err(key, "not a PEM private key"))?
-        .ok_or_else(|| pem_err(key, "no private key block found"))?;
+    let private_key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => pem_err(key, "no private key block found"),
+        _ => pem_err(key, "not a PEM private key"),
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
