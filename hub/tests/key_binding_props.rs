@@ -14,29 +14,17 @@ use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::replay::{self, Freshness};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
-use fleetpulse_hub::store::{Snapshot, Store, StoreError, StoreWriter, Write};
+use fleetpulse_hub::store::StoreWriter;
+use fleetpulse_hub::store::memory::MemoryStore;
 
 const AUDIENCE: &str = "hub-under-test";
-
-/// A store that keeps nothing: these properties are about decisions, not durability.
-struct Discard;
-
-impl Store for Discard {
-    fn load(&mut self) -> Result<Snapshot, StoreError> {
-        Ok(Snapshot::default())
-    }
-
-    fn apply(&mut self, _: &[Write]) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
 
 fn fleet() -> Fleet {
     let settings = Settings {
         audience: AUDIENCE.into(),
         ..Settings::default()
     };
-    Fleet::new(settings, StoreWriter::spawn(Discard))
+    Fleet::new(settings, StoreWriter::spawn(MemoryStore::new()))
 }
 
 /// A MemberCluster listing `keys` as `(key, revoked)`.
