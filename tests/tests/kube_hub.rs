@@ -159,6 +159,29 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
     })
     .await;
     assert!(moved.is_some(), "the ClusterSet failed over in the API");
+    let label_of = |name: String| {
+        let clusters = clusters.clone();
+        async move {
+            let mc = clusters.get(&name).await.ok()?;
+            Some(
+                mc.metadata
+                    .labels
+                    .unwrap_or_default()
+                    .get("clusterset.fleetpulse.io/primary")
+                    .cloned(),
+            )
+        }
+    };
+    let new = moved.clone().unwrap();
+    let labelled = eventually(Duration::from_secs(10), || {
+        let (old, new) = (label_of(first.clone()), label_of(new.clone()));
+        async move { (old.await?.is_none() && new.await? == Some("selected".into())).then_some(()) }
+    })
+    .await;
+    assert!(
+        labelled.is_some(),
+        "the membership label moved with the selection"
+    );
     let writes = sim.writes();
     eprintln!(
         "management API writes: {writes:?} (total {})",

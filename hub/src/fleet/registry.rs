@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use fleetpulse_common::api::condition::{self, Status};
+use fleetpulse_common::api::{CLUSTER_SET_LABEL_PREFIX, SET_LABEL_PREFIX};
 use fleetpulse_common::api::{
     CheckPhase, ClusterCheck, ClusterSet, HealthPolicy, HealthPolicyStatus, MemberCluster, Set,
 };
@@ -202,7 +203,16 @@ fn effective_config(
         cluster_metadata: ObjectMeta {
             name: mc.metadata.name.clone(),
             namespace: Some(id.namespace.clone()),
-            labels: mc.metadata.labels.clone(),
+            // Membership labels change with selection; leaving them out keeps a failover from
+            // changing every member's config (and making its agent pull it again).
+            labels: mc.metadata.labels.clone().map(|labels| {
+                labels
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        !k.starts_with(CLUSTER_SET_LABEL_PREFIX) && !k.starts_with(SET_LABEL_PREFIX)
+                    })
+                    .collect()
+            }),
             annotations: mc.metadata.annotations.clone(),
             ..Default::default()
         },
