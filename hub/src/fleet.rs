@@ -170,12 +170,16 @@ impl Fleet {
         let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
         self.run_hub_checks(now, wall);
         let mut any_changed = false;
+        // What the partition brake needs, gathered in the same pass (paused clusters excluded).
+        let mut brake_samples = Vec::new();
         for entry in self.registry().clusters() {
             let grace = entry.object.spec.heartbeat.grace_period_seconds;
+            let grace_period = std::time::Duration::from_secs(grace.into());
             let mut state = entry.state.lock();
-            let verdict = state
-                .liveness
-                .judge(now, std::time::Duration::from_secs(grace.into()));
+            if !entry.object.spec.paused {
+                brake_samples.push((state.liveness.last_heartbeat(), grace_period));
+            }
+            let verdict = state.liveness.judge(now, grace_period);
             let changed = !entry.object.spec.paused && state.health.observe(verdict, grace, wall);
             for type_ in [REACHABLE, READY, HEALTHY] {
                 *counts
@@ -190,7 +194,7 @@ impl Fleet {
                 self.write_status(&entry.id, record);
             }
         }
-        if self.drive_brake(now, wall) || any_changed {
+        if self.drive_brake(now, wall, brake_samples) || any_changed {
             self.evaluate_sets(wall);
         }
         for condition in [REACHABLE, READY, HEALTHY] {

@@ -141,21 +141,20 @@ impl Fleet {
         self.store.send(writes);
     }
 
-    /// Feeds the brake at the end of a tick; returns whether the sets must be re-evaluated
-    /// (the brake changed, or a toleration ran out).
-    pub(super) fn drive_brake(&self, now: Instant, wall: Timestamp) -> bool {
-        let registry = self.registry();
-        let mut settle = Duration::ZERO;
-        let samples: Vec<(Option<Instant>, Duration)> = registry
-            .clusters()
-            .filter(|e| !e.object.spec.paused)
-            .map(|e| {
-                let grace =
-                    Duration::from_secs(e.object.spec.heartbeat.grace_period_seconds.into());
-                settle = settle.max(grace);
-                (e.state.lock().liveness.last_heartbeat(), grace)
-            })
-            .collect();
+    /// Feeds the brake the tick's `(last heartbeat, grace period)` of every unpaused
+    /// cluster; returns whether the sets must be re-evaluated (the brake changed, or a
+    /// toleration ran out).
+    pub(super) fn drive_brake(
+        &self,
+        now: Instant,
+        wall: Timestamp,
+        samples: Vec<(Option<Instant>, Duration)>,
+    ) -> bool {
+        let settle = samples
+            .iter()
+            .map(|(_, grace)| *grace)
+            .max()
+            .unwrap_or_default();
         let mut sets = self.sets.lock();
         let event = sets.brake.observe(now, samples, settle);
         let deadline_passed = sets.next_deadline.is_some_and(|d| d <= wall);
@@ -180,7 +179,7 @@ impl Fleet {
             }
             Some(BrakeEvent::Released) => {
                 drop(sets);
-                for e in registry.clusters() {
+                for e in self.registry().clusters() {
                     e.state.lock().liveness.reset_grace(now);
                 }
                 tracing::warn!(
