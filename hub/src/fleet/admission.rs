@@ -88,7 +88,13 @@ impl Fleet {
             wall.as_second(),
             self.settings.freshness,
         )?;
-        state.positions.insert(kid.to_owned(), pos);
+        // Overwrite in place: no key-id allocation per heartbeat once a key is known.
+        match state.positions.get_mut(kid) {
+            Some(known) => *known = pos,
+            None => {
+                state.positions.insert(kid.to_owned(), pos);
+            }
+        }
         // Hub-side check results join the agent's, so they gate Ready and Healthy too.
         let merged;
         let report = if state.hub_results.is_empty() {
