@@ -13,6 +13,7 @@ use fleetpulse_common::protocol::replay::Freshness;
 
 use crate::brake::BrakeSettings;
 use crate::health::Debounce;
+use crate::kubernetes::leader::LeaderSettings;
 use crate::server::{Hub, HubOptions};
 
 /// fleetpulse hub: verifies signed heartbeats from cluster agents and keeps each cluster's
@@ -32,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the hub (embedded mode: objects from --manifests, state under --data).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the CustomResourceDefinitions as YAML (or write one file each with --out-dir).
     Crds {
         /// Write `<plural>.fleetpulse.io.yaml` files into this directory instead.
@@ -103,6 +104,27 @@ pub struct ServeArgs {
     /// Seconds between flushes of accepted sequence numbers to the store.
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
+    /// Kubernetes mode: seconds between rewrites of each reporting cluster's status, so its
+    /// `lastHeartbeatTime` on the API is at most this old (0: write on transitions only).
+    #[arg(long, env = "FLEETPULSE_STATUS_REFRESH_SECONDS", default_value_t = 300)]
+    pub status_refresh_seconds: u64,
+    /// Kubernetes mode: elect a leader among hub replicas with a Lease; the others stand
+    /// by (not ready, refusing heartbeats) until the lease is free.
+    #[arg(long, env = "FLEETPULSE_LEADER_ELECT", requires = "kube")]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (the hub's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "FLEETPULSE_LEASE_NAME", default_value = "fleetpulse-hub")]
+    pub lease_name: String,
+    /// Seconds the lease lasts without renewal: how long a standby waits for a dead leader.
+    #[arg(long, env = "FLEETPULSE_LEASE_DURATION_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
+    pub lease_duration_seconds: u64,
+    /// This replica's identity in the Lease and in Events (default: the host name and
+    /// process id).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
 }
 
 impl ServeArgs {
@@ -125,6 +147,13 @@ impl ServeArgs {
             unhealthy_after: self.unhealthy_after_reports,
         };
         o.position_flush_interval = Duration::from_secs(self.seq_flush_seconds);
+        o.status_refresh = Duration::from_secs(self.status_refresh_seconds);
+        o.leader = self.leader_elect.then(|| LeaderSettings {
+            namespace: self.lease_namespace.clone(),
+            name: self.lease_name.clone(),
+            identity: self.identity.clone().unwrap_or_else(default_identity),
+            duration: Duration::from_secs(self.lease_duration_seconds),
+        });
         o.brake = BrakeSettings {
             threshold: self.partition_threshold,
             min_clusters: self.partition_min_clusters.max(1),
@@ -133,6 +162,17 @@ impl ServeArgs {
         };
         o
     }
+}
+
+/// The host name and process id: unique among replicas on one machine or in one cluster.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "fleetpulse-hub".into());
+    format!("{host}-{}", std::process::id())
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -168,7 +208,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 options.kube = Some(kube_client(args.kubeconfig.as_deref()).await?);
             }
             let hub = Hub::start(options).await?;
-            hub.run_until(shutdown_signal()).await;
+            hub.run_until(shutdown_signal()).await?;
             Ok(())
         }
     }

@@ -227,6 +227,30 @@ impl Fleet {
         self.store.send(writes);
     }
 
+    /// Queues the live status of every cluster that has reported, so the stored
+    /// `lastHeartbeatTime` and check results are at most one refresh interval old (the
+    /// Kubernetes mode's coarse refresh). The store skips a record equal to the one it
+    /// last wrote, so a cluster that stopped reporting costs nothing.
+    pub fn refresh_statuses(&self) {
+        let writes: Vec<Write> = self
+            .registry()
+            .clusters()
+            .filter_map(|e| {
+                let state = e.state.lock();
+                let record = state.record();
+                record
+                    .status
+                    .last_heartbeat_time
+                    .is_some()
+                    .then(|| Write::Cluster {
+                        cluster: e.id.clone(),
+                        record,
+                    })
+            })
+            .collect();
+        self.store.send(writes);
+    }
+
     /// Flushes positions and waits until the store has written everything queued.
     pub fn sync(&self) {
         self.flush_positions();

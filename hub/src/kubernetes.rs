@@ -3,5 +3,7 @@
 //! decisions are the same code as the embedded mode; only the store and the object source
 //! differ.
 
+pub mod events;
+pub mod leader;
 pub mod source;
 pub mod store;

@@ -1,6 +1,7 @@
 //! Running the hub: TLS, the listener, and the background loops (failure detector tick,
 //! manifest reload, position flush), with a graceful shutdown that persists state.
 
+pub mod standby;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use hyper_util::service::TowerToHyperService;
 use k8s_openapi::jiff::Timestamp;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +28,7 @@ use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
 use crate::health::Debounce;
 use crate::ingest::{self, AppState};
+use crate::kubernetes::leader::{self, LeaderSettings, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
 use crate::store::sqlite::SqliteStore;
@@ -54,6 +57,12 @@ pub enum HubError {
         #[source]
         source: std::io::Error,
     },
+    /// Leader election failed.
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
+    /// Another replica took the lease; this one stopped without writing more.
+    #[error("another hub replica took the lease; this replica stopped without writing more")]
+    LostLeadership,
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -95,6 +104,12 @@ pub struct HubOptions {
     /// Kubernetes mode: watch the CRDs and write status through this client (the
     /// manifest and data directories are then unused).
     pub kube: Option<kube::Client>,
+    /// Kubernetes mode: take part in leader election; only the leader decides and writes.
+    pub leader: Option<LeaderSettings>,
+    /// Kubernetes mode: how often a reporting cluster's status is rewritten so that its
+    /// `lastHeartbeatTime` (and check results) on the API stay that fresh; zero writes
+    /// status on transitions only.
+    pub status_refresh: Duration,
 }
 
 impl HubOptions {
@@ -114,6 +129,8 @@ impl HubOptions {
             reload_interval: Duration::from_secs(2),
             position_flush_interval: Duration::from_secs(10),
             kube: None,
+            leader: None,
+            status_refresh: Duration::from_secs(300),
         }
     }
 }
@@ -126,15 +143,80 @@ pub struct Hub {
     pub fleet: Arc<Fleet>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
+    leadership: Option<Leadership>,
 }
 
 impl Hub {
-    /// Opens the store, loads manifests, binds and starts serving.
+    /// Binds, waits for the lease (with leader election), opens the store, loads the
+    /// objects and starts serving.
     pub async fn start(opts: HubOptions) -> Result<Hub, HubError> {
+        Self::bind(opts).await?.start().await
+    }
+
+    /// Binds and answers probes (not ready yet); [`Starting::start`] does the rest.
+    pub async fn bind(opts: HubOptions) -> Result<Starting, HubError> {
         let tls = match (&opts.tls, opts.insecure_http) {
             (Some((cert, key)), _) => Some(tls::server_config(cert, key)?),
             (None, true) => None,
             (None, false) => return Err(HubError::NoTls),
+        };
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let listener = TcpListener::bind(opts.listen)
+            .await
+            .map_err(|source| HubError::Listen {
+                addr: opts.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| HubError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+        // Probes answer from the start; everything else is refused until this replica
+        // leads and has loaded its state.
+        let (router, routed) = watch::channel(standby::router("loading objects and state"));
+        tasks.spawn(serve(listener, switch(routed), tls, shutdown.clone()));
+        Ok(Starting {
+            addr,
+            opts,
+            router,
+            shutdown,
+            tasks,
+        })
+    }
+}
+
+/// A hub that is bound and answers probes, not yet serving agents.
+pub struct Starting {
+    /// The bound address.
+    pub addr: SocketAddr,
+    opts: HubOptions,
+    router: watch::Sender<Router>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Starting {
+    /// Waits for the lease (with leader election; a standby waits here), opens the store,
+    /// loads the objects and starts serving agents.
+    pub async fn start(self) -> Result<Hub, HubError> {
+        let Starting {
+            addr,
+            opts,
+            router,
+            shutdown,
+            mut tasks,
+        } = self;
+        let leadership = match (&opts.kube, &opts.leader) {
+            (Some(client), Some(settings)) => {
+                router.send_modify(|r| {
+                    *r = standby::router("standing by: another hub replica holds the lease")
+                });
+                let leadership = leader::acquire(client.clone(), settings).await?;
+                router.send_modify(|r| *r = standby::router("loading objects and state"));
+                Some(leadership)
+            }
+            _ => None,
         };
         let settings = Settings {
             audience: opts.audience.clone(),
@@ -142,11 +224,11 @@ impl Hub {
             debounce: opts.debounce,
             brake: opts.brake,
         };
-        let shutdown = CancellationToken::new();
-        let mut tasks = JoinSet::new();
         let (fleet, manifests) = match &opts.kube {
             Some(client) => {
-                let mut store = KubeStore::new(client.clone(), tokio::runtime::Handle::current());
+                let instance = opts.leader.as_ref().map(|l| l.identity.clone());
+                let mut store =
+                    KubeStore::new(client.clone(), tokio::runtime::Handle::current(), instance);
                 let (store, snapshot) =
                     tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
                         .await
@@ -175,22 +257,11 @@ impl Hub {
                 (fleet, Some(manifests))
             }
         };
-        let ready = Arc::new(AtomicBool::new(true));
         let app = ingest::router(AppState {
             fleet: fleet.clone(),
-            ready: ready.clone(),
+            ready: Arc::new(AtomicBool::new(true)),
         });
-        let listener = TcpListener::bind(opts.listen)
-            .await
-            .map_err(|source| HubError::Listen {
-                addr: opts.listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| HubError::Listen {
-            addr: opts.listen,
-            source,
-        })?;
-        tasks.spawn(serve(listener, app, tls, shutdown.clone()));
+        router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),
             manifests,
@@ -208,23 +279,58 @@ impl Hub {
             fleet,
             shutdown,
             tasks,
+            leadership,
         })
     }
+}
 
-    /// Stops serving, then persists every accepted position and pending status.
+impl Hub {
+    /// Stops serving, persists every accepted position and pending status, then releases
+    /// the lease (if this replica leads) so a standby takes over at once.
     pub async fn shutdown(mut self) {
         self.shutdown.cancel();
         while self.tasks.join_next().await.is_some() {}
         let fleet = self.fleet.clone();
         let _ = tokio::task::spawn_blocking(move || fleet.sync()).await;
+        if let Some(leadership) = self.leadership.take() {
+            leadership.release().await;
+        }
         tracing::info!("hub stopped; state persisted");
     }
 
-    /// Runs until `stop` resolves, then shuts down.
-    pub async fn run_until(self, stop: impl std::future::Future<Output = ()>) {
-        stop.await;
+    /// Runs until `stop` resolves, then shuts down. Fails without writing more if another
+    /// replica takes the lease first.
+    pub async fn run_until(
+        mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(), HubError> {
+        let lost = async {
+            match self.leadership.as_mut() {
+                Some(leadership) => leadership.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let lost = tokio::select! {
+            _ = stop => false,
+            _ = lost => true,
+        };
+        if lost {
+            tracing::error!("another hub replica took the lease; stopping without writing more");
+            self.shutdown.cancel();
+            return Err(HubError::LostLeadership);
+        }
         self.shutdown().await;
+        Ok(())
     }
+}
+
+/// Routes each request to the router currently in `routed` (standby, then the hub's).
+fn switch(routed: watch::Receiver<Router>) -> Router {
+    use tower::ServiceExt;
+    Router::new().fallback_service(tower::service_fn(move |request: axum::extract::Request| {
+        let router = routed.borrow().clone();
+        async move { router.oneshot(request).await }
+    }))
 }
 
 fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
@@ -250,7 +356,14 @@ async fn background(
     let mut tick = tokio::time::interval(opts.tick);
     let mut rescan = tokio::time::interval(opts.reload_interval);
     let mut flush = tokio::time::interval(opts.position_flush_interval);
-    for t in [&mut tick, &mut rescan, &mut flush] {
+    let refresh_statuses = opts.kube.is_some() && !opts.status_refresh.is_zero();
+    let mut refresh = tokio::time::interval(if refresh_statuses {
+        opts.status_refresh
+    } else {
+        Duration::from_secs(3600)
+    });
+    refresh.reset();
+    for t in [&mut tick, &mut rescan, &mut flush, &mut refresh] {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
     loop {
@@ -263,6 +376,7 @@ async fn background(
                 }
             }
             _ = flush.tick() => fleet.flush_positions(),
+            _ = refresh.tick(), if refresh_statuses => fleet.refresh_statuses(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //!   keys, ready for an embedded hub.
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
+//! - [`service`]: a Service stand-in routing to whichever hub replica is ready.
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
@@ -12,4 +13,5 @@ pub mod fleet;
 pub mod pki;
 pub mod process;
 pub mod scenario;
+pub mod service;
 pub mod wait;

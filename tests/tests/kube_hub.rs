@@ -4,18 +4,22 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use fleetpulse_agent::{AgentOptions, Url};
+use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE};
 use fleetpulse_common::api::{ClusterSet, MemberCluster, crds};
 use fleetpulse_common::protocol::keys;
 use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_hub::kubernetes::leader::LeaderSettings;
 use fleetpulse_hub::server::{Hub, HubOptions};
 use fleetpulse_kubesim::{KubeSim, eventually};
+use fleetpulse_tests::service::{Backend, ReadyProxy};
 
 async fn create<K>(api: &Api<K>, value: serde_json::Value)
 where
@@ -32,10 +36,13 @@ fn condition_status(mc: &MemberCluster, type_: &str) -> Option<String> {
         .map(|c| c.status.clone())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
-    let sim = KubeSim::new();
-    let client = sim.client();
+/// The management cluster's objects: the CRDs, MemberClusters `names` in namespace
+/// `fleet` (1 s heartbeats, 3 s grace), and ClusterSet `primary` (maxReplicas 1). Returns
+/// each cluster's agent key.
+async fn management_cluster(
+    client: &kube::Client,
+    names: &[&'static str],
+) -> Vec<(&'static str, ed25519_dalek::SigningKey)> {
     for crd in crds::all() {
         Api::<CustomResourceDefinition>::all(client.clone())
             .create(&PostParams::default(), &crd)
@@ -49,7 +56,7 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
     .await;
     let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
     let mut agents_keys = Vec::new();
-    for name in ["edge-1", "edge-2"] {
+    for name in names {
         let key = keys::generate();
         create(&clusters, json!({
             "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
@@ -58,14 +65,18 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
                      "agent": {"publicKeys": [{"publicKey": keys::public_key_string(&key.verifying_key())}]}}
         }))
         .await;
-        agents_keys.push((name, key));
+        agents_keys.push((*name, key));
     }
     create(&Api::<ClusterSet>::all(client.clone()), json!({
         "apiVersion": "fleetpulse.io/v1alpha1", "kind": "ClusterSet", "metadata": {"name": "primary"},
         "spec": {"clusterSelector": {"matchLabels": {"region": "eu"}}, "maxReplicas": 1}
     }))
     .await;
+    agents_keys
+}
 
+/// Hub options for Kubernetes mode over plain HTTP on a free loopback port.
+fn hub_options(client: &kube::Client) -> HubOptions {
     let mut options = HubOptions::new(
         Default::default(),
         Default::default(),
@@ -73,17 +84,51 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
     );
     options.insecure_http = true;
     options.kube = Some(client.clone());
-    let hub = Hub::start(options).await.unwrap();
+    options
+}
+
+fn agent(url: &Url, name: &'static str, key: &ed25519_dalek::SigningKey) -> AgentHandle {
+    let mut o = AgentOptions::new(url.clone(), ClusterId::new("fleet", name), key.clone());
+    o.allow_insecure_http = true;
+    o.interval = Duration::from_secs(1);
+    fleetpulse_agent::spawn(o).unwrap()
+}
+
+/// The Events about `name` with `reason`, in `namespace`.
+async fn events_about(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    events
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
+    let sim = KubeSim::new();
+    let client = sim.client();
+    let agents_keys = management_cluster(&client, &["edge-1", "edge-2"]).await;
+    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
+    let hub = Hub::start(hub_options(&client)).await.unwrap();
     let url: Url = format!("http://127.0.0.1:{}", hub.addr.port())
         .parse()
         .unwrap();
-    let mut agents = Vec::new();
-    for (name, key) in &agents_keys {
-        let mut o = AgentOptions::new(url.clone(), ClusterId::new("fleet", *name), key.clone());
-        o.allow_insecure_http = true;
-        o.interval = Duration::from_secs(1);
-        agents.push(fleetpulse_agent::spawn(o).unwrap());
-    }
+    let mut agents: Vec<AgentHandle> = agents_keys
+        .iter()
+        .map(|(name, key)| agent(&url, name, key))
+        .collect();
 
     let healthy_in_api = |name: &'static str| {
         let clusters = clusters.clone();
@@ -159,6 +204,38 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
     })
     .await;
     assert!(moved.is_some(), "the ClusterSet failed over in the API");
+    // Both decisions are Events: the failover on the ClusterSet (cluster-scoped, so in
+    // `default`), the lost heartbeats on the MemberCluster.
+    let failed_over = eventually(Duration::from_secs(10), || async {
+        events_about(&client, "default", "primary", "FailedOver")
+            .await
+            .pop()
+    })
+    .await
+    .expect("a FailedOver Event about the ClusterSet");
+    assert_eq!(failed_over.type_.as_deref(), Some("Warning"));
+    let note = failed_over.note.unwrap_or_default();
+    assert!(note.contains(&format!("replaced fleet/{first}")), "{note}");
+    let events: Api<Event> = Api::namespaced(client.clone(), "fleet");
+    let unreachable_event = eventually(Duration::from_secs(10), || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.action.as_deref() == Some(REACHABLE)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(first_name)
+            })
+    })
+    .await
+    .expect("a Warning Event about the MemberCluster's Reachable condition");
+    assert!(
+        unreachable_event.regarding.and_then(|r| r.uid).is_some(),
+        "the Event names the object's UID, so kubectl describe finds it"
+    );
     let label_of = |name: String| {
         let clusters = clusters.clone();
         async move {
@@ -200,4 +277,141 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
         a.stop().await.unwrap();
     }
     hub.shutdown().await;
+}
+
+/// Two replicas with leader election behind a Service-like proxy: the standby is not ready
+/// and waits; the leader keeps `lastHeartbeatTime` fresh with the coarse refresh; when the
+/// leader stops, the standby takes the lease at once and carries on with the same
+/// selection, without a failover or an unreachable cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_takes_over_without_a_failover() {
+    let sim = KubeSim::new();
+    let client = sim.client();
+    let agents_keys = management_cluster(&client, &["edge-1", "edge-2"]).await;
+    let replica = |identity: &str| {
+        let mut options = hub_options(&client);
+        options.leader = Some(LeaderSettings {
+            namespace: "fleet".into(),
+            name: "fleetpulse-hub".into(),
+            identity: identity.into(),
+            duration: Duration::from_secs(3),
+        });
+        options.status_refresh = Duration::from_secs(2);
+        options
+    };
+    let a = Hub::start(replica("hub-a")).await.unwrap();
+    let b = Hub::bind(replica("hub-b")).await.unwrap();
+    let backend = |addr: std::net::SocketAddr| Backend {
+        addr,
+        url: format!("http://{addr}").parse().unwrap(),
+    };
+    let probe = reqwest::Client::builder()
+        .tls_backend_preconfigured(fleetpulse_agent::tls::client_config(None).unwrap())
+        .build()
+        .unwrap();
+    let service = ReadyProxy::start(vec![backend(a.addr), backend(b.addr)], probe.clone())
+        .await
+        .unwrap();
+    let b_url: Url = format!("http://{}", b.addr).parse().unwrap();
+    let b = tokio::spawn(b.start());
+    let url: Url = format!("http://{}", service.addr).parse().unwrap();
+    let agents: Vec<AgentHandle> = agents_keys.iter().map(|(n, k)| agent(&url, n, k)).collect();
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "fleet");
+    let holder = || async {
+        leases
+            .get("fleetpulse-hub")
+            .await
+            .ok()?
+            .spec?
+            .holder_identity
+    };
+    assert_eq!(holder().await.as_deref(), Some("hub-a"));
+    let standby = probe
+        .get(b_url.join("/readyz").unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(standby.status(), 503, "a standby is not ready");
+    let sets: Api<ClusterSet> = Api::all(client.clone());
+    let selection = || async {
+        let refs = sets
+            .get("primary")
+            .await
+            .ok()?
+            .status?
+            .selected_cluster_refs;
+        (refs.len() == 1).then(|| refs[0].name.clone())
+    };
+    let selected = eventually(Duration::from_secs(20), selection)
+        .await
+        .expect("a selection");
+
+    // The coarse refresh moves lastHeartbeatTime on the API without a transition.
+    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
+    let heartbeat_time = || async {
+        clusters
+            .get("edge-1")
+            .await
+            .ok()?
+            .status?
+            .last_heartbeat_time
+    };
+    let first_time = eventually(Duration::from_secs(20), heartbeat_time)
+        .await
+        .unwrap();
+    let refreshed = eventually(Duration::from_secs(20), || async {
+        heartbeat_time().await.filter(|t| *t != first_time)
+    })
+    .await;
+    assert!(refreshed.is_some(), "lastHeartbeatTime refreshed");
+    assert!(
+        !b.is_finished(),
+        "the standby waits while the leader holds the lease"
+    );
+
+    let writes_before = sim.writes();
+    a.shutdown().await;
+    let b = tokio::time::timeout(Duration::from_secs(20), b)
+        .await
+        .expect("the standby takes over once the leader released the lease")
+        .unwrap()
+        .unwrap();
+    assert_eq!(holder().await.as_deref(), Some("hub-b"));
+    // Every agent gets through to the new leader, for longer than the grace period.
+    for a in &agents {
+        let accepted = a.status().accepted_total;
+        a.wait_for(Duration::from_secs(30), |s| {
+            s.accepted_total >= accepted + 6
+        })
+        .await
+        .expect("heartbeats accepted by the new leader");
+    }
+    assert_eq!(
+        selection().await,
+        Some(selected),
+        "no failover on a leader change"
+    );
+    for mc in clusters.list(&Default::default()).await.unwrap() {
+        assert_eq!(
+            condition_status(&mc, REACHABLE).as_deref(),
+            Some("True"),
+            "{:?} stayed reachable",
+            mc.metadata.name
+        );
+    }
+    assert!(
+        events_about(&client, "default", "primary", "FailedOver")
+            .await
+            .is_empty()
+    );
+    let writes_after = sim.writes();
+    eprintln!(
+        "management API writes before the leader change: {writes_before:?}; after: {writes_after:?}; refused connections: {}",
+        service.refused()
+    );
+    for a in agents {
+        a.stop().await.unwrap();
+    }
+    b.shutdown().await;
 }
