@@ -72,6 +72,9 @@ pub struct Fleet {
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
     /// Set statuses and the partition brake; evaluation holds this lock throughout.
     sets: Mutex<SetsState>,
+    /// The objects hub-side checks read (kept apart from the registry: they change often,
+    /// and a change only affects the next check round).
+    hub_objects: RwLock<Arc<Vec<serde_json::Value>>>,
 }
 
 impl Fleet {
@@ -87,6 +90,7 @@ impl Fleet {
             metrics,
             prometheus,
             states: Mutex::new(HashMap::new()),
+            hub_objects: RwLock::new(Arc::new(Vec::new())),
         }
     }
 
@@ -114,7 +118,8 @@ impl Fleet {
 
     /// Installs new desired state built from `objects`. Returns the conflicts found, for
     /// the operator.
-    pub fn reload(&self, objects: Objects, now: Instant, wall: Timestamp) -> Vec<String> {
+    pub fn reload(&self, mut objects: Objects, now: Instant, wall: Timestamp) -> Vec<String> {
+        self.set_hub_objects(std::mem::take(&mut objects.hub_objects));
         let (registry, problems) = {
             let mut states = self.states.lock();
             Registry::build(objects, |id| {
@@ -134,6 +139,16 @@ impl Fleet {
         self.install(registry);
         self.evaluate_sets(wall);
         problems
+    }
+
+    /// Replaces the objects hub-side checks read, from the next check round on.
+    pub fn set_hub_objects(&self, objects: Vec<serde_json::Value>) {
+        *self.hub_objects.write() = Arc::new(objects);
+    }
+
+    /// The objects hub-side checks read.
+    pub fn hub_objects(&self) -> Arc<Vec<serde_json::Value>> {
+        self.hub_objects.read().clone()
     }
 
     /// The current registry.

@@ -4,6 +4,7 @@
 //! differ.
 
 pub mod events;
+pub mod hub_objects;
 pub mod leader;
 pub mod source;
 pub mod store;

@@ -235,12 +235,12 @@ impl Starting {
                         .expect("loading the store does not panic")?;
                 let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
-                let source = KubeSource::start(client, &shutdown);
-                source.ready().await;
+                let mut source = KubeSource::start(client, &shutdown);
+                let missing = source.ready().await;
                 for problem in fleet.reload(source.objects(), Instant::now(), Timestamp::now()) {
                     tracing::error!(problem, "conflicting objects");
                 }
-                tasks.spawn(source.drive(fleet.clone(), shutdown.clone()));
+                tasks.spawn(source.drive(fleet.clone(), missing, shutdown.clone()));
                 (fleet, None)
             }
             None => {

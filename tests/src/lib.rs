@@ -3,6 +3,7 @@
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
+//! - [`management`]: a simulated management cluster for an in-process hub in Kubernetes mode.
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
 //! - [`service`]: a Service stand-in routing to whichever hub replica is ready.
@@ -10,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod fleet;
+pub mod management;
 pub mod pki;
 pub mod process;
 pub mod scenario;

@@ -5,115 +5,19 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
-use serde_json::json;
+use kube::api::Api;
 
-use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
-use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE};
-use fleetpulse_common::api::{ClusterSet, MemberCluster, crds};
-use fleetpulse_common::protocol::keys;
-use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_agent::{AgentHandle, Url};
+use fleetpulse_common::api::condition::{HEALTHY, REACHABLE};
+use fleetpulse_common::api::{ClusterSet, MemberCluster};
 use fleetpulse_hub::kubernetes::leader::LeaderSettings;
-use fleetpulse_hub::server::{Hub, HubOptions};
+use fleetpulse_hub::server::Hub;
 use fleetpulse_kubesim::{KubeSim, eventually};
+use fleetpulse_tests::management::{
+    agent, condition_status, events_about, hub_options, management_cluster,
+};
 use fleetpulse_tests::service::{Backend, ReadyProxy};
-
-async fn create<K>(api: &Api<K>, value: serde_json::Value)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(value).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-}
-
-fn condition_status(mc: &MemberCluster, type_: &str) -> Option<String> {
-    mc.status
-        .as_ref()
-        .and_then(|s| condition::find(&s.conditions, type_))
-        .map(|c| c.status.clone())
-}
-
-/// The management cluster's objects: the CRDs, MemberClusters `names` in namespace
-/// `fleet` (1 s heartbeats, 3 s grace), and ClusterSet `primary` (maxReplicas 1). Returns
-/// each cluster's agent key.
-async fn management_cluster(
-    client: &kube::Client,
-    names: &[&'static str],
-) -> Vec<(&'static str, ed25519_dalek::SigningKey)> {
-    for crd in crds::all() {
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &crd)
-            .await
-            .unwrap();
-    }
-    create(
-        &Api::<Namespace>::all(client.clone()),
-        json!({"metadata": {"name": "fleet"}}),
-    )
-    .await;
-    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
-    let mut agents_keys = Vec::new();
-    for name in names {
-        let key = keys::generate();
-        create(&clusters, json!({
-            "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
-            "metadata": {"name": name, "namespace": "fleet", "labels": {"region": "eu"}},
-            "spec": {"heartbeat": {"intervalSeconds": 1, "gracePeriodSeconds": 3},
-                     "agent": {"publicKeys": [{"publicKey": keys::public_key_string(&key.verifying_key())}]}}
-        }))
-        .await;
-        agents_keys.push((*name, key));
-    }
-    create(&Api::<ClusterSet>::all(client.clone()), json!({
-        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "ClusterSet", "metadata": {"name": "primary"},
-        "spec": {"clusterSelector": {"matchLabels": {"region": "eu"}}, "maxReplicas": 1}
-    }))
-    .await;
-    agents_keys
-}
-
-/// Hub options for Kubernetes mode over plain HTTP on a free loopback port.
-fn hub_options(client: &kube::Client) -> HubOptions {
-    let mut options = HubOptions::new(
-        Default::default(),
-        Default::default(),
-        "127.0.0.1:0".parse().unwrap(),
-    );
-    options.insecure_http = true;
-    options.kube = Some(client.clone());
-    options
-}
-
-fn agent(url: &Url, name: &'static str, key: &ed25519_dalek::SigningKey) -> AgentHandle {
-    let mut o = AgentOptions::new(url.clone(), ClusterId::new("fleet", name), key.clone());
-    o.allow_insecure_http = true;
-    o.interval = Duration::from_secs(1);
-    fleetpulse_agent::spawn(o).unwrap()
-}
-
-/// The Events about `name` with `reason`, in `namespace`.
-async fn events_about(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    reason: &str,
-) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    events
-        .list(&Default::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {

@@ -20,12 +20,12 @@ impl Fleet {
     /// Evaluates the hub-side checks of every cluster whose turn has come.
     pub(super) fn run_hub_checks(&self, now: Instant, wall: Timestamp) {
         let registry = self.registry();
-        let objects = &registry.objects().hub_objects;
+        let objects = self.hub_objects();
         for entry in registry.clusters().filter(|e| !e.hub_checks.is_empty()) {
             if entry.state.lock().hub_next_run.is_some_and(|at| at > now) {
                 continue;
             }
-            let outcomes = evaluate(entry, objects);
+            let outcomes = evaluate(entry, &objects);
             let interval = Duration::from_secs(entry.object.spec.heartbeat.interval_seconds.into());
             let mut state = entry.state.lock();
             let mut trackers = std::mem::take(&mut state.hub_trackers);

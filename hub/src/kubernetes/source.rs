@@ -1,7 +1,9 @@
 //! [`KubeSource`]: the hub's objects from the management cluster. A reflector watches each
 //! of MemberCluster, ClusterSet, Set and HealthPolicy; whenever any of them changes, the
 //! hub rebuilds its registry from the reflectors' stores (the same path as a manifest
-//! reload), so a label, set or cluster change is acted on at once.
+//! reload), so a label, set or cluster change is acted on at once. The objects hub-side
+//! checks read are watched too ([`HubObjects`]), and only replace what the next check
+//! round reads.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +20,12 @@ use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
 
+use super::hub_objects::{self, HubObjects};
 use crate::fleet::{Fleet, Objects};
+
+/// How often kinds that hub-side checks read but the management cluster does not serve
+/// are looked up again.
+const MISSING_KIND_RETRY: Duration = Duration::from_secs(30);
 
 /// The reflector stores of the hub's four kinds.
 pub struct KubeSource {
@@ -27,6 +34,7 @@ pub struct KubeSource {
     sets: Store<Set>,
     health_policies: Store<HealthPolicy>,
     changed: Arc<Notify>,
+    hub_objects: HubObjects,
 }
 
 fn reflect<K>(client: &kube::Client, changed: Arc<Notify>, stop: CancellationToken) -> Store<K>
@@ -72,15 +80,26 @@ impl KubeSource {
             sets: reflect(client, changed.clone(), stop.clone()),
             health_policies: reflect(client, changed.clone(), stop.clone()),
             changed,
+            hub_objects: HubObjects::new(client.clone(), stop.clone()),
         }
     }
 
-    /// Waits until every watch has listed once.
-    pub async fn ready(&self) {
+    /// Waits until every watch has listed once, including those of the kinds hub-side
+    /// checks read; returns whether such a kind is not served yet.
+    pub async fn ready(&mut self) -> bool {
         let _ = self.member_clusters.wait_until_ready().await;
         let _ = self.cluster_sets.wait_until_ready().await;
         let _ = self.sets.wait_until_ready().await;
         let _ = self.health_policies.wait_until_ready().await;
+        self.watch_hub_kinds().await
+    }
+
+    async fn watch_hub_kinds(&mut self) -> bool {
+        let kinds = hub_objects::kinds_read(
+            &self.member_clusters.state().iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+            &self.health_policies.state().iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+        );
+        self.hub_objects.watch(&kinds).await
     }
 
     /// The objects as the watches see them now.
@@ -96,22 +115,33 @@ impl KubeSource {
             cluster_sets: owned(&self.cluster_sets),
             sets: owned(&self.sets),
             health_policies: owned(&self.health_policies),
-            hub_objects: Vec::new(),
+            hub_objects: self.hub_objects.objects(),
         }
     }
 
     /// Reloads the fleet whenever a watched object changes, until `stop`. Changes arriving
     /// together are applied as one reload.
-    pub async fn drive(self, fleet: Arc<Fleet>, stop: CancellationToken) {
+    /// `missing`: whether a kind hub-side checks read was not served at the first look.
+    pub async fn drive(mut self, fleet: Arc<Fleet>, mut missing: bool, stop: CancellationToken) {
+        let hub_changed = self.hub_objects.changed.clone();
+        let mut retry = tokio::time::interval(MISSING_KIND_RETRY);
+        retry.reset();
         loop {
-            tokio::select! {
+            let reload = tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = self.changed.notified() => {}
-            }
+                _ = self.changed.notified() => true,
+                _ = hub_changed.notified() => false,
+                _ = retry.tick(), if missing => true,
+            };
             // Let a burst of events settle into one reload.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            for problem in fleet.reload(self.objects(), Instant::now(), Timestamp::now()) {
-                tracing::error!(problem, "conflicting objects");
+            if reload {
+                missing = self.watch_hub_kinds().await;
+                for problem in fleet.reload(self.objects(), Instant::now(), Timestamp::now()) {
+                    tracing::error!(problem, "conflicting objects");
+                }
+            } else {
+                fleet.set_hub_objects(self.hub_objects.objects());
             }
         }
     }
