@@ -369,7 +369,15 @@ async fn background(
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tick.tick() => fleet.tick(Instant::now(), Timestamp::now()),
+            // The tick runs hub-side checks (Lua) and may take a while with many
+            // clusters: off the runtime's worker threads, so ingest is never stalled.
+            _ = tick.tick() => {
+                let fleet = fleet.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    fleet.tick(Instant::now(), Timestamp::now())
+                })
+                .await;
+            }
             _ = rescan.tick(), if manifests.is_some() => {
                 if let Some(m) = manifests.as_mut() {
                     reload(&fleet, m, false);
