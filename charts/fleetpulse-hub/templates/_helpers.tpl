@@ -1,0 +1,81 @@
+{{/* Names, labels and small derived values of the fleetpulse-hub chart. */}}
+
+{{- define "fleetpulse-hub.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fleetpulse-hub.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleetpulse-hub.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fleetpulse-hub.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: hub
+{{- end }}
+
+{{- define "fleetpulse-hub.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "fleetpulse-hub.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: fleetpulse
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "fleetpulse-hub.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "fleetpulse-hub.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "fleetpulse-hub.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "fleetpulse-hub.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "fleetpulse-hub.fullname" .)) .Values.tls.secretName }}
+{{- end }}
+
+{{/* In-cluster DNS names of the hub's Service. */}}
+{{- define "fleetpulse-hub.serviceDnsNames" -}}
+{{- $svc := include "fleetpulse-hub.fullname" . }}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson }}
+{{- end }}
+
+{{/* The URL agents use: the ingress host, else the Service's in-cluster name. */}}
+{{- define "fleetpulse-hub.url" -}}
+{{- if .Values.ingress.enabled }}
+{{- printf "https://%s" .Values.ingress.host }}
+{{- else }}
+{{- printf "https://%s.%s.svc:%d" (include "fleetpulse-hub.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- end }}
+{{- end }}
+
+{{/* Cross-field checks the schema cannot express with a clear message. */}}
+{{- define "fleetpulse-hub.validate" -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
+{{- fail "tls.certManager.enabled is true but tls.certManager.issuerRef.name is empty: name the cert-manager Issuer or ClusterIssuer that signs the hub's certificate" }}
+{{- end }}
+{{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
+{{- fail "ingress.enabled is true but ingress.host is empty: set the host agents connect to, e.g. fleetpulse.example.com" }}
+{{- end }}
+{{- if and .Values.service.loadBalancerSourceRanges (ne .Values.service.type "LoadBalancer") }}
+{{- fail "service.loadBalancerSourceRanges is set but service.type is not LoadBalancer" }}
+{{- end }}
+{{- range $i, $rule := .Values.rbac.hubReads }}
+{{- if or (has "*" $rule.apiGroups) (has "*" $rule.resources) }}
+{{- fail (printf "rbac.hubReads[%d] uses \"*\": name the API groups and resources hub-side checks read" $i) }}
+{{- end }}
+{{- end }}
+{{- end }}

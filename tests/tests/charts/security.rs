@@ -1,0 +1,180 @@
+//! Hardening and least privilege in the rendered manifests: every container non-root,
+//! read-only, unprivileged; the hub probed over HTTPS; RBAC rules without wildcards, the
+//! hub writing only what it must, the agent touching Secrets and creating pods only in its
+//! own namespaces.
+
+use serde_json::Value;
+
+use super::rbac::{self, Grant, WRITE_VERBS};
+use super::tools::{
+    AGENT_MINIMAL, Chart, NAMESPACE, container, documents, every_rendering, one, render, strings,
+};
+
+#[test]
+fn every_container_runs_non_root_read_only_without_privileges_or_capabilities() {
+    for (chart, name, yaml) in every_rendering() {
+        let docs = documents(&yaml);
+        let workloads: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["spec"]["template"]["spec"].is_object())
+            .collect();
+        assert!(!workloads.is_empty());
+        for workload in workloads {
+            let pod = &workload["spec"]["template"]["spec"];
+            let what = format!("{} with {name}", chart.name());
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{what}"
+            );
+            let containers = ["initContainers", "containers"]
+                .iter()
+                .flat_map(|k| pod[k].as_array().cloned().unwrap_or_default());
+            for c in containers {
+                let sc = &c["securityContext"];
+                let what = format!("{what}, container {}", c["name"]);
+                assert_eq!(sc["runAsNonRoot"], true, "{what}");
+                assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+                assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+                assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{what}");
+                assert!(sc["privileged"] != true, "{what}");
+                assert_eq!(
+                    sc["capabilities"]["drop"],
+                    serde_json::json!(["ALL"]),
+                    "{what}"
+                );
+                assert!(sc["capabilities"]["add"].is_null(), "{what}");
+                assert!(c["resources"]["requests"]["memory"].is_string(), "{what}");
+                assert!(c["resources"]["limits"]["memory"].is_string(), "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_hub_is_probed_on_healthz_and_readyz_over_https_and_the_agent_has_no_endpoint() {
+    let hub = documents(&render(Chart::Hub, &[]));
+    let c = container(one(&hub, "Deployment"), "hub");
+    for (probe, path) in [
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ] {
+        assert_eq!(c[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(c[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+        assert_eq!(c[probe]["httpGet"]["port"], "https", "{probe}");
+    }
+    let service = one(&hub, "Service");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    // The agent never accepts connections, so it has nothing to probe.
+    let agent = documents(&render(Chart::Agent, &strings(AGENT_MINIMAL)));
+    let c = container(one(&agent, "Deployment"), "agent");
+    assert!(c["livenessProbe"].is_null() && c["readinessProbe"].is_null() && c["ports"].is_null());
+}
+
+fn hub_grants(args: &[String]) -> Vec<Grant> {
+    let docs = documents(&render(Chart::Hub, args));
+    rbac::grants(&docs, &Chart::Hub.fullname(), NAMESPACE)
+}
+
+fn agent_grants(args: &[String]) -> Vec<Grant> {
+    let docs = documents(&render(Chart::Agent, args));
+    rbac::grants(&docs, &Chart::Agent.fullname(), NAMESPACE)
+}
+
+#[test]
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_and_its_lease() {
+    for (name, args) in Chart::Hub.value_sets() {
+        let grants = hub_grants(&args);
+        assert!(!grants.is_empty(), "{name}");
+        for g in &grants {
+            let r = &g.rule;
+            for list in [&r.verbs, &r.resources, &r.api_groups] {
+                assert!(
+                    !list.iter().any(|v| v.contains('*')),
+                    "{name}: wildcard in {}: {r:?}",
+                    g.source
+                );
+            }
+            assert!(
+                !r.resources.iter().any(|x| x.starts_with("secrets")),
+                "{name}: {r:?}"
+            );
+            for verb in r.verbs.iter().filter(|v| WRITE_VERBS.contains(&v.as_str())) {
+                let allowed = match (r.api_groups.as_slice(), verb.as_str()) {
+                    ([group], "patch") if group == "fleetpulse.io" => r
+                        .resources
+                        .iter()
+                        .all(|x| x == "memberclusters" || x.ends_with("/status")),
+                    ([group], "create" | "patch") if group == "events.k8s.io" => {
+                        r.resources == ["events"]
+                    }
+                    ([group], "create" | "patch") if group == "coordination.k8s.io" => {
+                        r.resources == ["leases"] && g.namespace.as_deref() == Some(NAMESPACE)
+                    }
+                    _ => false,
+                };
+                assert!(allowed, "{name}: {} may {verb} {r:?}", g.source);
+            }
+        }
+    }
+}
+
+#[test]
+fn agent_rbac_reads_cluster_wide_but_touches_secrets_and_creates_pods_only_in_its_namespaces() {
+    let sets = [
+        ("minimal", strings(AGENT_MINIMAL)),
+        (
+            "all features",
+            strings(&["-f", "charts/fleetpulse-agent/ci/all-features-values.yaml"]),
+        ),
+        (
+            "existing key",
+            strings(&["-f", "charts/fleetpulse-agent/ci/existing-key-values.yaml"]),
+        ),
+    ];
+    for (name, args) in sets {
+        let grants = agent_grants(&args);
+        let checks_ns = if name == "all features" {
+            "fleetpulse-checks"
+        } else {
+            NAMESPACE
+        };
+        let mut secret_rules = 0;
+        for g in &grants {
+            let r = &g.rule;
+            assert!(!r.verbs.iter().any(|v| v == "*"), "{name}: {r:?}");
+            assert!(!r.resources.iter().any(|v| v == "*"), "{name}: {r:?}");
+            if g.namespace.is_none() {
+                assert!(
+                    r.verbs
+                        .iter()
+                        .all(|v| ["get", "list", "watch"].contains(&v.as_str())),
+                    "{name}: cluster-wide {} grants more than reading: {r:?}",
+                    g.source
+                );
+                assert!(
+                    !r.resources.iter().any(|x| x.starts_with("secrets")),
+                    "{name}: {r:?}"
+                );
+            }
+            if r.resources.iter().any(|x| x == "secrets") {
+                secret_rules += 1;
+                assert_eq!(g.namespace.as_deref(), Some(NAMESPACE), "{name}: {r:?}");
+                let named = !r.resource_names.is_empty();
+                assert!(
+                    r.verbs == ["create"]
+                        || (named && r.resource_names == ["fleetpulse-agent-key"]),
+                    "{name}: only create may go without resourceNames: {r:?}"
+                );
+            }
+            let writes_pods = r.resources.iter().any(|x| x == "pods")
+                && r.verbs.iter().any(|v| WRITE_VERBS.contains(&v.as_str()));
+            if writes_pods {
+                assert_eq!(g.namespace.as_deref(), Some(checks_ns), "{name}: {r:?}");
+            }
+        }
+        let expected_secret_rules = if name == "existing key" { 0 } else { 2 };
+        assert_eq!(secret_rules, expected_secret_rules, "{name}");
+    }
+}
