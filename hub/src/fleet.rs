@@ -242,14 +242,23 @@ impl Fleet {
         self.store.send(writes);
     }
 
-    /// Queues the live status of every cluster that has reported, so the stored
-    /// `lastHeartbeatTime` and check results are at most one refresh interval old (the
-    /// Kubernetes mode's coarse refresh). The store skips a record equal to the one it
-    /// last wrote, so a cluster that stopped reporting costs nothing.
-    pub fn refresh_statuses(&self) {
+    /// Queues the live status of every cluster in `part` of `parts` (by a hash of its
+    /// name) that has reported, so the stored `lastHeartbeatTime` and check results are at
+    /// most one refresh interval old (the Kubernetes mode's coarse refresh). Called for
+    /// each part in turn, it spreads the writes evenly over the interval instead of
+    /// bursting every cluster at once. The store skips a record equal to the one it last
+    /// wrote, so a cluster that stopped reporting costs nothing.
+    pub fn refresh_statuses(&self, part: u64, parts: u64) {
+        use std::hash::{Hash, Hasher};
+        let in_part = |id: &ClusterId| {
+            let mut h = std::hash::DefaultHasher::new();
+            id.hash(&mut h);
+            h.finish() % parts.max(1) == part
+        };
         let writes: Vec<Write> = self
             .registry()
             .clusters()
+            .filter(|e| in_part(&e.id))
             .filter_map(|e| {
                 let state = e.state.lock();
                 let record = state.record();

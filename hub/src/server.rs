@@ -347,6 +347,9 @@ fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
     }
 }
 
+/// Slices of the coarse status refresh (one every 5 s at the default 5 minutes).
+const REFRESH_PARTS: u64 = 60;
+
 async fn background(
     fleet: Arc<Fleet>,
     mut manifests: Option<ManifestDir>,
@@ -356,12 +359,14 @@ async fn background(
     let mut tick = tokio::time::interval(opts.tick);
     let mut rescan = tokio::time::interval(opts.reload_interval);
     let mut flush = tokio::time::interval(opts.position_flush_interval);
+    // The refresh runs in REFRESH_PARTS slices spread over its interval.
     let refresh_statuses = opts.kube.is_some() && !opts.status_refresh.is_zero();
     let mut refresh = tokio::time::interval(if refresh_statuses {
-        opts.status_refresh
+        (opts.status_refresh / REFRESH_PARTS as u32).max(Duration::from_millis(10))
     } else {
         Duration::from_secs(3600)
     });
+    let mut refresh_part = 0;
     refresh.reset();
     for t in [&mut tick, &mut rescan, &mut flush, &mut refresh] {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -384,7 +389,10 @@ async fn background(
                 }
             }
             _ = flush.tick() => fleet.flush_positions(),
-            _ = refresh.tick(), if refresh_statuses => fleet.refresh_statuses(),
+            _ = refresh.tick(), if refresh_statuses => {
+                fleet.refresh_statuses(refresh_part, REFRESH_PARTS);
+                refresh_part = (refresh_part + 1) % REFRESH_PARTS;
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
 //! - [`service`]: a Service stand-in routing to whichever hub replica is ready.
+//! - [`write_amplification`]: the hub's Kubernetes API writes over a simulated hour.
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
@@ -17,3 +18,4 @@ pub mod process;
 pub mod scenario;
 pub mod service;
 pub mod wait;
+pub mod write_amplification;
