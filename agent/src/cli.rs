@@ -1,6 +1,6 @@
 //! The command line: `keygen` writes a key and says what to put on the hub; `run` runs the
 //! checks and sends heartbeats until SIGTERM or Ctrl-C; `eval` tries checks offline. Every flag can also be set by an environment
-//! variable (`FLEETPULSE_...`), which is how the Helm chart configures the agent.
+//! variable (`FLEETPULSE_...`); the Helm chart passes flags, which clap checks (a mistyped variable would be ignored).
 
 pub mod eval;
 mod kube_client;
