@@ -3,6 +3,8 @@
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
+//! - [`kube_fleet`]: the real hub (Kubernetes mode) and agents against simulated
+//!   management and member clusters, for multi-cluster end-to-end scenarios.
 //! - [`management`]: a simulated management cluster for an in-process hub in Kubernetes mode.
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
@@ -12,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod fleet;
+pub mod kube_fleet;
 pub mod management;
 pub mod pki;
 pub mod process;

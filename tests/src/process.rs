@@ -2,8 +2,10 @@
 //! to the test executable (cargo builds every workspace binary before `cargo test
 //! --workspace` runs a test), and killed when their guard is dropped.
 
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 
 /// Path of a workspace binary in the same target directory as the running test.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
@@ -41,7 +43,12 @@ pub struct Running {
     /// The child.
     pub child: Child,
     name: String,
+    /// Captured stderr lines, for [`Running::spawn_logged`] processes.
+    log: Option<Arc<Mutex<Vec<String>>>>,
 }
+
+/// Most stderr lines a [`Running::spawn_logged`] process keeps (older ones are dropped).
+const LOG_LINES_KEPT: usize = 20_000;
 
 impl Running {
     /// Starts a binary with output going to the test's stderr (shown on failure).
@@ -56,7 +63,69 @@ impl Running {
         Ok(Running {
             child,
             name: name.to_owned(),
+            log: None,
         })
+    }
+
+    /// Starts a binary with its stderr captured: a thread echoes every line to the test's
+    /// stderr as `[label] line` (shown when the test fails) and keeps it for
+    /// [`Running::log_line`], e.g. to read the address a server printed.
+    pub fn spawn_logged(name: &str, label: &str, args: &[&str]) -> anyhow::Result<Running> {
+        let mut child = Command::new(binary(name)?)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("NO_COLOR", "1")
+            .spawn()?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (lines, label) = (log.clone(), label.to_owned());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let line = strip_ansi(&line);
+                eprintln!("[{label}] {line}");
+                let mut lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+                if lines.len() >= LOG_LINES_KEPT {
+                    lines.remove(0);
+                }
+                lines.push(line);
+            }
+        });
+        Ok(Running {
+            child,
+            name: name.to_owned(),
+            log: Some(log),
+        })
+    }
+
+    /// The first captured stderr line containing `needle` (only for
+    /// [`Running::spawn_logged`] processes; colours removed).
+    pub fn log_line(&self, needle: &str) -> Option<String> {
+        let log = self.log.as_ref()?;
+        let lines = log.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().find(|l| l.contains(needle)).cloned()
+    }
+
+    /// Sends a signal by name with the `kill` command, e.g. `STOP` (freeze the process, as
+    /// a partition or a hung node would), `CONT` (resume it) or `KILL`.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([format!("-{signal}").as_str(), &pid])
+            .status()?;
+        anyhow::ensure!(
+            sent.success(),
+            "could not send SIG{signal} to {} ({pid})",
+            self.name
+        );
+        Ok(())
+    }
+
+    /// The exit status if the process has ended (it is reaped), else `None`.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Sends SIGTERM (a graceful stop) and returns whether the process exited successfully
@@ -74,9 +143,39 @@ impl Running {
     }
 }
 
+/// `line` without ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ansi_colours_are_removed_from_captured_lines() {
+        let coloured = "\u{1b}[2m2025\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m hub serving \u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m127.0.0.1:1";
+        assert_eq!(
+            super::strip_ansi(coloured),
+            "2025  INFO hub serving addr=127.0.0.1:1"
+        );
     }
 }

@@ -38,3 +38,26 @@ pub fn blocking_until(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Polls the async `probe` every 100 ms until it yields `Some` or `timeout` passes; returns
+/// the value and how long it took. For conditions that need an API call to read (e.g. an
+/// object's status on a simulated cluster).
+pub async fn until_some<T, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Fut,
+) -> anyhow::Result<(T, Duration)>
+where
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return Ok((value, start.elapsed()));
+        }
+        if start.elapsed() > timeout {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,198 @@
+//! [`KubeFleet`]: multi-cluster runs of the real binaries against simulated clusters. One
+//! in-process [`KubeSim`] is the management cluster and one more serves each member
+//! cluster; each listens on a loopback socket and has a kubeconfig file, so the real
+//! `fleetpulse-hub serve --kube` and one `fleetpulse-agent run` per member talk to them over
+//! HTTP like they would to real API servers (agent to hub over HTTPS with a test CA), while
+//! the test injects faults straight into the simulators (nodes, pod outcomes, objects),
+//! freezes or kills processes, and counts the hub's writes to the management API.
+//!
+//! - `kube_fleet/objects.rs`: the objects a run starts from.
+//! - `kube_fleet/processes.rs`: starting, stopping, freezing and killing the hub and agents.
+//! - `kube_fleet/observe.rs`: reading what the hub wrote, its metrics, and Events.
+
+pub mod objects;
+pub mod observe;
+mod processes;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleetpulse_kubesim::{KubeSim, kubeconfig};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use crate::pki::Pki;
+use crate::process::Running;
+
+/// Namespace of the MemberClusters (and the HealthPolicy) on the management cluster.
+pub const NAMESPACE: &str = "fleet";
+/// Name of the ClusterSet (maxReplicas 1, selecting every member).
+pub const CLUSTER_SET: &str = "primary";
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct FleetSpec {
+    /// Member clusters, named `m1`, `m2`, ... (the ClusterSet prefers them in that order).
+    pub members: usize,
+    /// Heartbeat interval in seconds (MemberCluster spec and the agents' flag).
+    pub interval_secs: u32,
+    /// Grace period in seconds before a silent cluster is unreachable.
+    pub grace_secs: u32,
+    /// Liveness checks of a HealthPolicy applying to every member (none: no policy).
+    pub liveness_checks: Vec<Value>,
+    /// Extra `fleetpulse-hub serve` flags, e.g. `--healthy-after-reports 3`.
+    pub hub_args: Vec<String>,
+}
+
+impl Default for FleetSpec {
+    /// Three members, 1 s heartbeats, 4 s grace, no checks beyond the built-in `/readyz`.
+    fn default() -> Self {
+        Self {
+            members: 3,
+            interval_secs: 1,
+            grace_secs: 4,
+            liveness_checks: Vec::new(),
+            hub_args: Vec::new(),
+        }
+    }
+}
+
+/// A simulated cluster served on loopback.
+pub struct SimCluster {
+    /// The simulator: inject faults and read objects through it.
+    pub sim: KubeSim,
+    /// Kubeconfig file pointing at the served simulator.
+    pub kubeconfig: PathBuf,
+    server: JoinHandle<()>,
+}
+
+impl SimCluster {
+    async fn serve(sim: KubeSim, kubeconfig_path: PathBuf) -> anyhow::Result<SimCluster> {
+        let (addr, server) = sim.serve("127.0.0.1:0".parse()?).await?;
+        std::fs::write(&kubeconfig_path, kubeconfig(&format!("http://{addr}")))?;
+        Ok(SimCluster {
+            sim,
+            kubeconfig: kubeconfig_path,
+            server,
+        })
+    }
+
+    /// A client to the simulator, in process.
+    pub fn client(&self) -> kube::Client {
+        self.sim.client()
+    }
+}
+
+/// One member cluster and its agent.
+pub struct Member {
+    /// The MemberCluster's name (in [`NAMESPACE`]).
+    pub name: String,
+    /// The simulated member cluster.
+    pub cluster: SimCluster,
+    agent: Option<Running>,
+}
+
+/// A running fleet. Dropping it kills the processes and stops the simulators.
+pub struct KubeFleet {
+    /// Temporary directory holding kubeconfigs and PKI.
+    pub dir: tempfile::TempDir,
+    /// The CA and the hub's certificate.
+    pub pki: Pki,
+    /// What was asked for.
+    pub spec: FleetSpec,
+    /// The management cluster, where the hub's CRs live.
+    pub mgmt: SimCluster,
+    /// The member clusters, in name order.
+    pub members: Vec<Member>,
+    hub: Option<Running>,
+    hub_addr: Option<SocketAddr>,
+    /// Management API writes made before the hub first started (the test's own setup).
+    baseline: BTreeMap<(String, String), u64>,
+    http: reqwest::Client,
+}
+
+impl KubeFleet {
+    /// Creates the simulators, serves them, and installs every object; starts no process.
+    pub async fn prepare(spec: FleetSpec) -> anyhow::Result<KubeFleet> {
+        let dir = tempfile::tempdir()?;
+        let pki = Pki::generate(dir.path())?;
+        let mgmt = SimCluster::serve(KubeSim::new(), dir.path().join("mgmt.kubeconfig")).await?;
+        let mut members = Vec::new();
+        let mut keys = Vec::new();
+        for i in 1..=spec.members {
+            let name = format!("m{i}");
+            let path = dir.path().join(format!("{name}.kubeconfig"));
+            let cluster = SimCluster::serve(KubeSim::new(), path).await?;
+            let key = fleetpulse_common::protocol::keys::generate();
+            objects::install_agent_key(&cluster.client(), &key).await?;
+            keys.push((name.clone(), key));
+            members.push(Member {
+                name,
+                cluster,
+                agent: None,
+            });
+        }
+        objects::install_hub_objects(&mgmt.client(), &spec, &keys).await?;
+        let tls = fleetpulse_agent::tls::client_config(Some(&std::fs::read(&pki.ca_cert)?))?;
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(Duration::from_secs(5))
+            .build()?;
+        Ok(KubeFleet {
+            baseline: mgmt.sim.writes(),
+            dir,
+            pki,
+            spec,
+            mgmt,
+            members,
+            hub: None,
+            hub_addr: None,
+            http,
+        })
+    }
+
+    /// Starts the hub, then every agent.
+    pub async fn start(&mut self) -> anyhow::Result<()> {
+        self.start_hub().await?;
+        for i in 0..self.members.len() {
+            self.start_agent(i)?;
+        }
+        Ok(())
+    }
+
+    /// [`KubeFleet::prepare`], then [`KubeFleet::start`].
+    pub async fn launch(spec: FleetSpec) -> anyhow::Result<KubeFleet> {
+        let mut fleet = Self::prepare(spec).await?;
+        fleet.start().await?;
+        Ok(fleet)
+    }
+
+    /// The hub's base URL (`https://127.0.0.1:PORT`), once it has started.
+    pub fn hub_url(&self) -> anyhow::Result<String> {
+        let addr = self
+            .hub_addr
+            .ok_or_else(|| anyhow::anyhow!("the hub has not started"))?;
+        Ok(format!("https://{addr}"))
+    }
+
+    /// Index of the member named `name`.
+    pub fn index(&self, name: &str) -> anyhow::Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.name == name)
+            .ok_or_else(|| anyhow::anyhow!("no member {name}"))
+    }
+}
+
+impl Drop for KubeFleet {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            drop(member.agent.take());
+            member.cluster.server.abort();
+        }
+        drop(self.hub.take());
+        self.mgmt.server.abort();
+    }
+}

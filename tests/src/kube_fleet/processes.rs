@@ -1,0 +1,129 @@
+//! Process control of a [`KubeFleet`]: the real `fleetpulse-hub serve --kube` and one
+//! `fleetpulse-agent run` per member, started, stopped gracefully, frozen (SIGSTOP), resumed
+//! (SIGCONT) or killed (SIGKILL) like pods and nodes are in real life.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{KubeFleet, NAMESPACE};
+use crate::process::Running;
+use crate::wait;
+
+impl KubeFleet {
+    /// Starts `fleetpulse-hub serve --kube` and waits until it serves. The first start
+    /// listens on port 0 and reads the bound address from the hub's log (no port race);
+    /// later starts reuse that address so the agents find the hub again.
+    pub async fn start_hub(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.hub.is_none(), "the hub is already running");
+        let listen = self
+            .hub_addr
+            .map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
+        let path = |p: &PathBuf| p.display().to_string();
+        let mut args = vec![
+            "serve".to_owned(),
+            "--kube".into(),
+            "--kubeconfig".into(),
+            path(&self.mgmt.kubeconfig),
+            "--listen".into(),
+            listen,
+            "--tls-cert".into(),
+            path(&self.pki.server_cert),
+            "--tls-key".into(),
+            path(&self.pki.server_key),
+        ];
+        args.extend(self.spec.hub_args.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut hub = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
+        let mut exited = None;
+        wait::until("the hub to serve", Duration::from_secs(30), || {
+            exited = hub.exited();
+            exited.is_some() || hub.log_line("hub serving").is_some()
+        })
+        .await?;
+        if let Some(status) = exited {
+            anyhow::bail!("the hub exited with {status} before serving (its log is above)");
+        }
+        let line = hub.log_line("hub serving").unwrap_or_default();
+        let addr = line
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("addr="))
+            .ok_or_else(|| anyhow::anyhow!("no addr= in the hub's log line {line:?}"))?;
+        self.hub_addr = Some(addr.parse()?);
+        self.hub = Some(hub);
+        Ok(())
+    }
+
+    /// Stops the hub with SIGTERM (a graceful shutdown); returns whether it exited cleanly.
+    pub fn stop_hub(&mut self) -> anyhow::Result<bool> {
+        let mut hub = self
+            .hub
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the hub is not running"))?;
+        // The hub's last writes go to the management simulator, served by this runtime.
+        tokio::task::block_in_place(|| hub.terminate(Duration::from_secs(20)))
+    }
+
+    /// Kills the hub with SIGKILL (a crash: nothing is flushed).
+    pub fn kill_hub(&mut self) {
+        drop(self.hub.take());
+    }
+
+    /// Restarts the hub gracefully on the same address.
+    pub async fn restart_hub(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.stop_hub()?, "the hub did not exit cleanly on SIGTERM");
+        self.start_hub().await
+    }
+
+    /// Starts the agent of member `i` (index into [`KubeFleet::members`]): the real
+    /// `fleetpulse-agent run` against the member's API (key from its Secret there).
+    pub fn start_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let hub = self.hub_url()?;
+        let interval = self.spec.interval_secs.to_string();
+        let ca = self.pki.ca_cert.display().to_string();
+        let member = &mut self.members[i];
+        anyhow::ensure!(member.agent.is_none(), "{} already runs", member.name);
+        let cluster = format!("{NAMESPACE}/{}", member.name);
+        let kubeconfig = member.cluster.kubeconfig.display().to_string();
+        let args = [
+            "run",
+            "--hub",
+            &hub,
+            "--cluster",
+            &cluster,
+            "--kubeconfig",
+            &kubeconfig,
+            "--hub-ca",
+            &ca,
+            "--interval-seconds",
+            &interval,
+        ];
+        let label = format!("agent {}", member.name);
+        member.agent = Some(Running::spawn_logged("fleetpulse-agent", &label, &args)?);
+        Ok(())
+    }
+
+    fn agent(&self, i: usize) -> anyhow::Result<&Running> {
+        let member = &self.members[i];
+        member
+            .agent
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the agent of {} is not running", member.name))
+    }
+
+    /// Kills member `i`'s agent with SIGKILL (a crashed pod or a lost node).
+    pub fn kill_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        self.agent(i)?;
+        drop(self.members[i].agent.take());
+        Ok(())
+    }
+
+    /// Freezes member `i`'s agent with SIGSTOP: it sends nothing, as if cut off.
+    pub fn pause_agent(&self, i: usize) -> anyhow::Result<()> {
+        self.agent(i)?.signal("STOP")
+    }
+
+    /// Resumes a frozen agent with SIGCONT.
+    pub fn resume_agent(&self, i: usize) -> anyhow::Result<()> {
+        self.agent(i)?.signal("CONT")
+    }
+}
