@@ -112,19 +112,28 @@ pub struct ServeArgs {
     /// by (not ready, refusing heartbeats) until the lease is free.
     #[arg(long, env = "FLEETPULSE_LEADER_ELECT", requires = "kube")]
     pub leader_elect: bool,
-    /// Namespace of the leader-election Lease (the hub's own namespace).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    pub lease_namespace: String,
+    /// Namespace of the leader-election Lease (default: the Pod's namespace, else
+    /// `default`).
+    #[arg(long, env = "FLEETPULSE_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease.
     #[arg(long, env = "FLEETPULSE_LEASE_NAME", default_value = "fleetpulse-hub")]
     pub lease_name: String,
     /// Seconds the lease lasts without renewal: how long a standby waits for a dead leader.
     #[arg(long, env = "FLEETPULSE_LEASE_DURATION_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
     pub lease_duration_seconds: u64,
-    /// This replica's identity in the Lease and in Events (default: the host name and
-    /// process id).
-    #[arg(long, env = "POD_NAME")]
+    /// This replica's identity in the Lease and in Events (default: the Pod name, else
+    /// the host name and process id).
+    #[arg(long, env = "FLEETPULSE_IDENTITY")]
     pub identity: Option<String>,
+    /// This replica's Pod (set from the downward API). With --pod-namespace and
+    /// --leader-elect, the leader labels its Pod `fleetpulse.io/leader=true`, for a
+    /// Service that routes agents to the leader, and standbys count as ready.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// This replica's namespace (set from the downward API).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
 }
 
 impl ServeArgs {
@@ -149,10 +158,15 @@ impl ServeArgs {
         o.position_flush_interval = Duration::from_secs(self.seq_flush_seconds);
         o.status_refresh = Duration::from_secs(self.status_refresh_seconds);
         o.leader = self.leader_elect.then(|| LeaderSettings {
-            namespace: self.lease_namespace.clone(),
+            namespace: (self.lease_namespace.clone())
+                .or_else(|| self.pod_namespace.clone())
+                .unwrap_or_else(|| "default".into()),
             name: self.lease_name.clone(),
-            identity: self.identity.clone().unwrap_or_else(default_identity),
+            identity: (self.identity.clone())
+                .or_else(|| self.pod_name.clone())
+                .unwrap_or_else(default_identity),
             duration: Duration::from_secs(self.lease_duration_seconds),
+            pod: self.pod_namespace.clone().zip(self.pod_name.clone()),
         });
         o.brake = BrakeSettings {
             threshold: self.partition_threshold,

@@ -174,7 +174,7 @@ impl Hub {
         })?;
         // Probes answer from the start; everything else is refused until this replica
         // leads and has loaded its state.
-        let (router, routed) = watch::channel(standby::router("loading objects and state"));
+        let (router, routed) = watch::channel(standby::router("loading objects and state", false));
         tasks.spawn(serve(listener, switch(routed), tls, shutdown.clone()));
         Ok(Starting {
             addr,
@@ -209,11 +209,15 @@ impl Starting {
         } = self;
         let leadership = match (&opts.kube, &opts.leader) {
             (Some(client), Some(settings)) => {
+                let labelled = settings.pod.is_some();
                 router.send_modify(|r| {
-                    *r = standby::router("standing by: another hub replica holds the lease")
+                    *r = standby::router(
+                        "standing by: another hub replica holds the lease",
+                        labelled,
+                    )
                 });
                 let leadership = leader::acquire(client.clone(), settings).await?;
-                router.send_modify(|r| *r = standby::router("loading objects and state"));
+                router.send_modify(|r| *r = standby::router("loading objects and state", false));
                 Some(leadership)
             }
             _ => None,
@@ -317,6 +321,9 @@ impl Hub {
         if lost {
             tracing::error!("another hub replica took the lease; stopping without writing more");
             self.shutdown.cancel();
+            if let Some(leadership) = &self.leadership {
+                let _ = tokio::time::timeout(Duration::from_secs(2), leadership.unlabel()).await;
+            }
             return Err(HubError::LostLeadership);
         }
         self.shutdown().await;

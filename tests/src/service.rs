@@ -1,7 +1,8 @@
 //! [`ReadyProxy`]: a stand-in for a Kubernetes Service in front of several hub replicas. It
 //! forwards each new TCP connection (TLS passes through untouched) to the first backend
-//! whose `/readyz` answers 200, as kube-proxy routes only to ready endpoints; a standby
-//! hub is not ready, so agents reach whichever replica leads.
+//! the [`Routing`] allows: one whose `/readyz` answers 200 (a Service over ready
+//! endpoints), or one whose Pod carries a label (a Service whose selector includes the
+//! hub leader's `fleetpulse.io/leader=true`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +18,24 @@ pub struct Backend {
     pub addr: SocketAddr,
     /// Base URL of the same server, for `GET /readyz`.
     pub url: reqwest::Url,
+    /// The backend's Pod, for [`Routing::PodLabel`].
+    pub pod: Option<String>,
+}
+
+/// Which backends a connection may go to.
+#[derive(Clone)]
+pub enum Routing {
+    /// Those whose `/readyz` answers 200; `probe` must trust their certificates.
+    Ready(reqwest::Client),
+    /// Those whose Pod in `namespace` has `label=true`.
+    PodLabel {
+        /// The cluster the Pods are in.
+        client: kube::Client,
+        /// Their namespace.
+        namespace: String,
+        /// The label selecting them.
+        label: String,
+    },
 }
 
 /// A running proxy; stops when dropped.
@@ -28,18 +47,18 @@ pub struct ReadyProxy {
 }
 
 impl ReadyProxy {
-    /// Listens on a free loopback port; `probe` is the client readiness checks use (it must
-    /// trust the backends' certificates).
-    pub async fn start(backends: Vec<Backend>, probe: reqwest::Client) -> anyhow::Result<Self> {
+    /// Listens on a free loopback port.
+    pub async fn start(backends: Vec<Backend>, routing: Routing) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let refused = Arc::new(AtomicU64::new(0));
         let counter = refused.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (backends, probe, counter) = (backends.clone(), probe.clone(), counter.clone());
+                let (backends, routing, counter) =
+                    (backends.clone(), routing.clone(), counter.clone());
                 tokio::spawn(async move {
-                    match ready_backend(&backends, &probe).await {
+                    match route(&backends, &routing).await {
                         Some(addr) => {
                             if let Ok(mut server) = TcpStream::connect(addr).await {
                                 let mut client = client;
@@ -73,18 +92,40 @@ impl Drop for ReadyProxy {
     }
 }
 
-async fn ready_backend(backends: &[Backend], probe: &reqwest::Client) -> Option<SocketAddr> {
+async fn route(backends: &[Backend], routing: &Routing) -> Option<SocketAddr> {
     for backend in backends {
-        let Ok(url) = backend.url.join("/readyz") else {
-            continue;
+        let allowed = match routing {
+            Routing::Ready(probe) => {
+                let Ok(url) = backend.url.join("/readyz") else {
+                    continue;
+                };
+                probe
+                    .get(url)
+                    .timeout(std::time::Duration::from_secs(2))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            }
+            Routing::PodLabel {
+                client,
+                namespace,
+                label,
+            } => {
+                let Some(pod) = &backend.pod else {
+                    continue;
+                };
+                let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                    kube::Api::namespaced(client.clone(), namespace);
+                pods.get_opt(pod).await.ok().flatten().is_some_and(|p| {
+                    p.metadata
+                        .labels
+                        .and_then(|l| l.get(label).cloned())
+                        .as_deref()
+                        == Some("true")
+                })
+            }
         };
-        let ready = probe
-            .get(url)
-            .timeout(std::time::Duration::from_secs(2))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if ready {
+        if allowed {
             return Some(backend.addr);
         }
     }

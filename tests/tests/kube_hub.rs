@@ -5,19 +5,20 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 
 use fleetpulse_agent::{AgentHandle, Url};
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
-use fleetpulse_hub::kubernetes::leader::LeaderSettings;
+use fleetpulse_hub::kubernetes::leader::{LEADER_LABEL, LeaderSettings};
 use fleetpulse_hub::server::Hub;
 use fleetpulse_kubesim::{KubeSim, eventually};
 use fleetpulse_tests::management::{
     agent, condition_status, events_about, hub_options, management_cluster,
 };
-use fleetpulse_tests::service::{Backend, ReadyProxy};
+use fleetpulse_tests::service::{Backend, ReadyProxy, Routing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
@@ -183,15 +184,26 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
     hub.shutdown().await;
 }
 
-/// Two replicas with leader election behind a Service-like proxy: the standby is not ready
-/// and waits; the leader keeps `lastHeartbeatTime` fresh with the coarse refresh; when the
-/// leader stops, the standby takes the lease at once and carries on with the same
-/// selection, without a failover or an unreachable cluster.
+/// Two replicas with leader election behind a Service stand-in that selects the leader's
+/// Pod label: the standby is ready but waits; the leader keeps `lastHeartbeatTime` fresh
+/// with the coarse refresh; when the leader stops, the standby takes the lease and the
+/// label at once and carries on with the same selection, without a failover or an
+/// unreachable cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_replica_takes_over_without_a_failover() {
     let sim = KubeSim::new();
     let client = sim.client();
     let agents_keys = management_cluster(&client, &["edge-1", "edge-2"]).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "fleet");
+    for name in ["hub-a", "hub-b"] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "fleet",
+                         "labels": {"app": "fleetpulse-hub", LEADER_LABEL: "true"}},
+            "spec": {"containers": [{"name": "hub", "image": "fleetpulse-hub"}]}
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
     let replica = |identity: &str| {
         let mut options = hub_options(&client);
         options.leader = Some(LeaderSettings {
@@ -199,23 +211,33 @@ async fn a_standby_replica_takes_over_without_a_failover() {
             name: "fleetpulse-hub".into(),
             identity: identity.into(),
             duration: Duration::from_secs(3),
+            pod: Some(("fleet".into(), identity.into())),
         });
         options.status_refresh = Duration::from_secs(2);
         options
     };
     let a = Hub::start(replica("hub-a")).await.unwrap();
     let b = Hub::bind(replica("hub-b")).await.unwrap();
-    let backend = |addr: std::net::SocketAddr| Backend {
+    let backend = |addr: std::net::SocketAddr, pod: &str| Backend {
         addr,
         url: format!("http://{addr}").parse().unwrap(),
+        pod: Some(pod.into()),
     };
     let probe = reqwest::Client::builder()
         .tls_backend_preconfigured(fleetpulse_agent::tls::client_config(None).unwrap())
         .build()
         .unwrap();
-    let service = ReadyProxy::start(vec![backend(a.addr), backend(b.addr)], probe.clone())
-        .await
-        .unwrap();
+    let routing = Routing::PodLabel {
+        client: client.clone(),
+        namespace: "fleet".into(),
+        label: LEADER_LABEL.into(),
+    };
+    let service = ReadyProxy::start(
+        vec![backend(a.addr, "hub-a"), backend(b.addr, "hub-b")],
+        routing,
+    )
+    .await
+    .unwrap();
     let b_url: Url = format!("http://{}", b.addr).parse().unwrap();
     let b = tokio::spawn(b.start());
     let url: Url = format!("http://{}", service.addr).parse().unwrap();
@@ -236,7 +258,23 @@ async fn a_standby_replica_takes_over_without_a_failover() {
         .send()
         .await
         .unwrap();
-    assert_eq!(standby.status(), 503, "a standby is not ready");
+    assert_eq!(standby.status(), 200, "a standby is ready (to lead)");
+    let leader_label = |pod: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let labels = pods.get(pod).await.ok()?.metadata.labels?;
+            labels.get(LEADER_LABEL).cloned()
+        }
+    };
+    let stale = eventually(Duration::from_secs(10), || async {
+        leader_label("hub-b").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        stale.is_some(),
+        "a standby removes a stale leader label from its Pod"
+    );
+    assert_eq!(leader_label("hub-a").await.as_deref(), Some("true"));
     let sets: Api<ClusterSet> = Api::all(client.clone());
     let selection = || async {
         let refs = sets
@@ -282,6 +320,12 @@ async fn a_standby_replica_takes_over_without_a_failover() {
         .unwrap()
         .unwrap();
     assert_eq!(holder().await.as_deref(), Some("hub-b"));
+    assert_eq!(leader_label("hub-b").await.as_deref(), Some("true"));
+    assert_eq!(
+        leader_label("hub-a").await,
+        None,
+        "the stopped leader removed its label"
+    );
     // Every agent gets through to the new leader, for longer than the grace period.
     for a in &agents {
         let accepted = a.status().accepted_total;

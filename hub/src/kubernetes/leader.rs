@@ -2,6 +2,11 @@
 //! hub replicas sharing a management cluster, one leads (watches, decides, writes status)
 //! and the others stand by, serving only probes until the lease is free.
 //!
+//! When the replica knows its own Pod, the leader labels it `fleetpulse.io/leader=true`
+//! (and every replica removes the label from itself while it stands by), so a Service
+//! selecting that label routes agents to the leader only, while every replica stays
+//! ready and a rolling update proceeds as usual.
+//!
 //! A leader that loses the lease stops at once without writing anything more (the process
 //! exits and Kubernetes restarts it as a standby), so two replicas never write status
 //! together for longer than the lease's renewal margin. A leader that stops gracefully
@@ -10,6 +15,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -26,7 +33,12 @@ pub struct LeaderSettings {
     /// How long the lease lasts without renewal; the leader renews it when a third of
     /// this is left. A standby takes over after at most this long if the leader dies.
     pub duration: Duration,
+    /// This replica's own Pod (namespace, name), labelled [`LEADER_LABEL`] while it leads.
+    pub pod: Option<(String, String)>,
 }
+
+/// The label of the leader's Pod, for a Service selecting the leader.
+pub const LEADER_LABEL: &str = "fleetpulse.io/leader";
 
 /// Leader election failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +56,28 @@ pub struct LeaderError {
 pub struct Leadership {
     state: watch::Receiver<bool>,
     task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    client: kube::Client,
+    pod: Option<(String, String)>,
+}
+
+/// Sets (or removes) [`LEADER_LABEL`] on the replica's own Pod. A failure is logged: while
+/// the leader's Pod lacks the label, a Service selecting it routes no agent to any hub.
+async fn label_pod(client: &kube::Client, pod: &Option<(String, String)>, leading: bool) {
+    let Some((namespace, name)) = pod else {
+        return;
+    };
+    let value = if leading {
+        serde_json::json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}}));
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => tracing::info!(pod = %name, leading, "leader label of this replica's Pod set"),
+        Err(e) => tracing::error!(pod = %name, leading, error = %e,
+            "cannot label this replica's Pod; a Service selecting {LEADER_LABEL}=true will not route agents to it: check the hub may patch Pods in {namespace}"),
+    }
 }
 
 /// Waits until this replica holds the lease.
@@ -57,7 +91,7 @@ pub async fn acquire(
         source,
     };
     let duration = settings.duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(client, &settings.name)
+    let manager = LeaseManagerBuilder::new(client.clone(), &settings.name)
         .with_namespace(&settings.namespace)
         .with_identity(&settings.identity)
         .with_duration(duration)
@@ -65,6 +99,8 @@ pub async fn acquire(
         .build()
         .await
         .map_err(error)?;
+    // A replica restarted in the same Pod may still carry the label of its former life.
+    label_pod(&client, &settings.pod, false).await;
     let (mut state, task) = manager.watch().await;
     tracing::info!(lease = %settings.name, identity = %settings.identity, "standing by until this replica holds the lease");
     while !*state.borrow_and_update() {
@@ -77,7 +113,13 @@ pub async fn acquire(
         }
     }
     tracing::info!(lease = %settings.name, identity = %settings.identity, "this replica leads");
-    Ok(Leadership { state, task })
+    label_pod(&client, &settings.pod, true).await;
+    Ok(Leadership {
+        state,
+        task,
+        client,
+        pod: settings.pod.clone(),
+    })
 }
 
 impl Leadership {
@@ -90,8 +132,15 @@ impl Leadership {
         }
     }
 
-    /// Releases the lease so a standby takes over at once; waits up to five seconds.
+    /// Removes the leader label from this replica's Pod (when it lost the lease).
+    pub async fn unlabel(&self) {
+        label_pod(&self.client, &self.pod, false).await;
+    }
+
+    /// Removes the leader label, then releases the lease so a standby takes over at once;
+    /// waits up to five seconds.
     pub async fn release(self) {
+        self.unlabel().await;
         drop(self.state);
         match tokio::time::timeout(Duration::from_secs(5), self.task).await {
             Ok(Ok(Ok(_))) => tracing::info!("lease released"),

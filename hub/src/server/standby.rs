@@ -1,6 +1,7 @@
 //! What a hub serves before it leads: probes, and `503 unavailable` for everything else,
-//! so a Service routes agents to the leader (this replica is not ready) and an agent that
-//! still reaches it backs off and retries.
+//! so an agent that reaches it backs off and retries. A standby is ready when a Service
+//! can tell the leader by its Pod label (see `kubernetes::leader`), so rolling updates
+//! work; otherwise it is not ready, so a Service routes by readiness to the leader.
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -11,12 +12,14 @@ use fleetpulse_common::protocol::errors::RejectCode;
 use crate::ingest::ApiError;
 
 /// The router of a replica that is loading or standing by; `why` is its `/readyz` answer.
-pub fn router(why: &'static str) -> Router {
+pub fn router(why: &'static str, ready: bool) -> Router {
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || async move { (StatusCode::SERVICE_UNAVAILABLE, why) }),
-        )
+        .route("/readyz", get(move || async move { (status, why) }))
         .fallback(move || async move { ApiError::new(RejectCode::Unavailable, why) })
 }

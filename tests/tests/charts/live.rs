@@ -282,7 +282,6 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         }),
     )
     .await;
-    let mgmt_mark = mgmt.requests().len();
 
     // The hub, with the hub chart's arguments (every optional feature on, which includes
     // reading KeptnMetrics for hub-side checks).
@@ -308,6 +307,20 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
     assert!(serve.kube, "the chart runs the hub in Kubernetes mode");
     let mut options = serve.options();
     options.kube = Some(mgmt.client());
+    // The downward API's POD_NAME/POD_NAMESPACE: the leader labels its own Pod.
+    let pod = "fleetpulse-hub-7d9f8b6c5-x2x4q";
+    create(
+        &Api::<k8s_openapi::api::core::v1::Pod>::namespaced(mgmt.client(), NAMESPACE),
+        json!({"metadata": {"name": pod, "namespace": NAMESPACE},
+               "spec": {"containers": [{"name": "hub", "image": "fleetpulse-hub"}]}}),
+    )
+    .await;
+    let mgmt_mark = mgmt.requests().len();
+    options
+        .leader
+        .as_mut()
+        .expect("the chart turns on leader election")
+        .pod = Some((NAMESPACE.into(), pod.into()));
     let hub = Hub::start(options).await.unwrap();
 
     let stop = CancellationToken::new();

@@ -83,7 +83,7 @@ fn agent_grants(args: &[String]) -> Vec<Grant> {
 }
 
 #[test]
-fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_and_its_lease() {
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_and_pod() {
     for (name, args) in Chart::Hub.value_sets() {
         let grants = hub_grants(&args);
         assert!(!grants.is_empty(), "{name}");
@@ -111,6 +111,10 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_a
                     }
                     ([group], "create" | "patch") if group == "coordination.k8s.io" => {
                         r.resources == ["leases"] && g.namespace.as_deref() == Some(NAMESPACE)
+                    }
+                    // The leader label on the hub's own Pod, in its own namespace only.
+                    ([group], "patch") if group.is_empty() => {
+                        r.resources == ["pods"] && g.namespace.as_deref() == Some(NAMESPACE)
                     }
                     _ => false,
                 };
