@@ -42,19 +42,23 @@ pub struct FleetSpec {
     pub grace_secs: u32,
     /// Liveness checks of a HealthPolicy applying to every member (none: no policy).
     pub liveness_checks: Vec<Value>,
-    /// Extra `fleetpulse-hub serve` flags, e.g. `--healthy-after-reports 3`.
+    /// Extra `fleetpulse-hub serve` flags, e.g. `--healthy-after-reports 3`. The default
+    /// turns the coarse `lastHeartbeatTime` refresh off (`--status-refresh-seconds 0`), so
+    /// the hub writes on transitions only and a quiet period is exactly quiet; remove it to
+    /// test the refresh.
     pub hub_args: Vec<String>,
 }
 
 impl Default for FleetSpec {
-    /// Three members, 1 s heartbeats, 4 s grace, no checks beyond the built-in `/readyz`.
+    /// Three members, 1 s heartbeats, 4 s grace, no checks beyond the built-in `/readyz`,
+    /// status written on transitions only.
     fn default() -> Self {
         Self {
             members: 3,
             interval_secs: 1,
             grace_secs: 4,
             liveness_checks: Vec::new(),
-            hub_args: Vec::new(),
+            hub_args: vec!["--status-refresh-seconds".into(), "0".into()],
         }
     }
 }

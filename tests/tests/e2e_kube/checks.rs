@@ -177,7 +177,8 @@ async fn scenario_5_failing_pod_checks_fail_the_cluster_over_after_the_threshold
 async fn scenario_6_a_recovered_cluster_turns_healthy_after_the_debounce_and_no_failback()
 -> anyhow::Result<()> {
     let mut spec = with_check(ready_nodes_check());
-    spec.hub_args = vec!["--healthy-after-reports".into(), "3".into()];
+    spec.hub_args
+        .extend(["--healthy-after-reports".into(), "3".into()]);
     let (fleet, first) = healthy_fleet(spec).await?;
     set_nodes_ready(&fleet, first, false);
     let (new, _) =
