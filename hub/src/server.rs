@@ -368,13 +368,15 @@ async fn background(
     let mut flush = tokio::time::interval(opts.position_flush_interval);
     // The refresh runs in REFRESH_PARTS slices spread over its interval.
     let refresh_statuses = opts.kube.is_some() && !opts.status_refresh.is_zero();
-    let mut refresh = tokio::time::interval(if refresh_statuses {
+    // It starts one whole interval after start: status was just loaded or written.
+    let slice = if refresh_statuses {
         (opts.status_refresh / REFRESH_PARTS as u32).max(Duration::from_millis(10))
     } else {
         Duration::from_secs(3600)
-    });
+    };
+    let mut refresh =
+        tokio::time::interval_at(tokio::time::Instant::now() + opts.status_refresh, slice);
     let mut refresh_part = 0;
-    refresh.reset();
     for t in [&mut tick, &mut rescan, &mut flush, &mut refresh] {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }

@@ -294,7 +294,7 @@ fn next_status(
         };
         status.last_failover_time = Some(Time(wall));
         status.last_failover_reason = Some(format!(
-            "{} ineligible past the toleration; {replacement}",
+            "{} no longer eligible; {replacement}",
             dropped.join(", ")
         ));
     }

@@ -22,15 +22,27 @@ use crate::selection::SetKey;
 /// The API version of the hub's kinds, as Events refer to them.
 const API_VERSION: &str = "fleetpulse.io/v1alpha1";
 
+/// Conditions whose `True` is the abnormal state.
+const ABNORMAL_WHEN_TRUE: &[&str] = &["ReassignmentFrozen"];
+
+/// Whether a condition's status is the state to warn about: not `True`, or `True` for a
+/// condition like `ReassignmentFrozen` whose `True` is the exception.
+fn abnormal(type_: &str, status: &str) -> bool {
+    ABNORMAL_WHEN_TRUE.contains(&type_) == (status == "True")
+}
+
 /// Events for each condition that changed status between `before` and `after`: `Warning`
-/// when it is no longer `True`, `Normal` when it became `True`. The reason is the
-/// condition's reason; the action is the condition type.
+/// when it turned abnormal (not `True`; `True` for `ReassignmentFrozen`), `Normal`
+/// otherwise. A condition's first appearance as `Unknown` (nothing known yet) is not an
+/// Event. The reason is the condition's reason; the action is the condition type.
 pub fn condition_events(before: &[Condition], after: &[Condition]) -> Vec<Event> {
     after
         .iter()
         .filter_map(|c| {
             let previous = before.iter().find(|b| b.type_ == c.type_);
-            if previous.is_some_and(|p| p.status == c.status) {
+            if previous.is_some_and(|p| p.status == c.status)
+                || (previous.is_none() && c.status == "Unknown")
+            {
                 return None;
             }
             let was = previous.map_or("absent", |p| p.status.as_str());
@@ -40,10 +52,10 @@ pub fn condition_events(before: &[Condition], after: &[Condition]) -> Vec<Event>
                 format!(": {}", c.message)
             };
             Some(Event {
-                type_: if c.status == "True" {
-                    EventType::Normal
-                } else {
+                type_: if abnormal(&c.type_, &c.status) {
                     EventType::Warning
+                } else {
+                    EventType::Normal
                 },
                 reason: c.reason.clone(),
                 note: Some(truncate(format!(
@@ -139,7 +151,7 @@ fn truncate(mut note: String) -> String {
 /// Publishes Events about the hub's objects.
 pub struct Publisher {
     client: kube::Client,
-    recorder: Recorder,
+    reporter: Reporter,
     /// UIDs of the objects Events were published about, looked up once each.
     uids: HashMap<String, Option<String>>,
 }
@@ -152,7 +164,7 @@ impl Publisher {
             instance,
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            reporter,
             client,
             uids: HashMap::new(),
         }
@@ -211,7 +223,12 @@ impl Publisher {
 
     async fn publish(&self, reference: &ObjectReference, events: Vec<Event>) {
         for event in events {
-            if let Err(e) = self.recorder.publish(&event, reference).await {
+            // A fresh recorder per Event: the recorder folds Events of the same object,
+            // reason and action within 6 minutes into one series that keeps the first
+            // note, which would misreport a second failover or a recovery. Transitions
+            // are debounced already, so one Event each is the right count.
+            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+            if let Err(e) = recorder.publish(&event, reference).await {
                 tracing::warn!(
                     kind = reference.kind.as_deref(),
                     name = reference.name.as_deref(),
@@ -288,6 +305,33 @@ mod tests {
         assert_eq!(events[1].type_, EventType::Normal);
         assert_eq!(events[1].note.as_deref(), Some("Ready absent -> True: why"));
         assert!(condition_events(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn the_brake_warns_when_it_engages_and_first_unknowns_are_quiet() {
+        let engaged = condition_events(
+            &[condition("ReassignmentFrozen", "False", "Normal")],
+            &[condition(
+                "ReassignmentFrozen",
+                "True",
+                "PartitionSuspected",
+            )],
+        );
+        assert_eq!(engaged[0].type_, EventType::Warning);
+        let released = condition_events(
+            &[condition(
+                "ReassignmentFrozen",
+                "True",
+                "PartitionSuspected",
+            )],
+            &[condition("ReassignmentFrozen", "False", "Normal")],
+        );
+        assert_eq!(released[0].type_, EventType::Normal);
+        let first = condition_events(
+            &[],
+            &[condition("Reachable", "Unknown", "AwaitingFirstHeartbeat")],
+        );
+        assert_eq!(first.len(), 0, "no Event for a first Unknown");
     }
 
     #[test]
