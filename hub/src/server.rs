@@ -175,6 +175,7 @@ impl Hub {
         // Probes answer from the start; everything else is refused until this replica
         // leads and has loaded its state.
         let (router, routed) = watch::channel(standby::router("loading objects and state", false));
+        tracing::info!(%addr, "listening; agents are served once this replica leads and has loaded its state");
         tasks.spawn(serve(listener, switch(routed), tls, shutdown.clone()));
         Ok(Starting {
             addr,

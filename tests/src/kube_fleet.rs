@@ -9,10 +9,13 @@
 //! - `kube_fleet/objects.rs`: the objects a run starts from.
 //! - `kube_fleet/processes.rs`: starting, stopping, freezing and killing the hub and agents.
 //! - `kube_fleet/observe.rs`: reading what the hub wrote, its metrics, and Events.
+//! - `kube_fleet/replicas.rs`: several hub replicas with leader election behind a Service
+//!   stand-in.
 
 pub mod objects;
 pub mod observe;
 mod processes;
+mod replicas;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -25,6 +28,7 @@ use tokio::task::JoinHandle;
 
 use crate::pki::Pki;
 use crate::process::Running;
+use crate::service::ReadyProxy;
 
 /// Namespace of the MemberClusters (and the HealthPolicy) on the management cluster.
 pub const NAMESPACE: &str = "fleet";
@@ -112,6 +116,10 @@ pub struct KubeFleet {
     pub members: Vec<Member>,
     hub: Option<Running>,
     hub_addr: Option<SocketAddr>,
+    /// Hub replicas with leader election, by identity: address and process.
+    replicas: BTreeMap<String, (SocketAddr, Option<Running>)>,
+    /// The Service stand-in in front of the replicas; agents use it when set.
+    service: Option<ReadyProxy>,
     /// Management API writes made before the hub first started (the test's own setup).
     baseline: BTreeMap<(String, String), u64>,
     http: reqwest::Client,
@@ -153,6 +161,8 @@ impl KubeFleet {
             members,
             hub: None,
             hub_addr: None,
+            replicas: BTreeMap::new(),
+            service: None,
             http,
         })
     }
@@ -174,9 +184,10 @@ impl KubeFleet {
     }
 
     /// The hub's base URL (`https://127.0.0.1:PORT`), once it has started.
+    /// With replicas, the URL of the Service stand-in in front of them.
     pub fn hub_url(&self) -> anyhow::Result<String> {
-        let addr = self
-            .hub_addr
+        let addr = (self.service.as_ref().map(|s| s.addr))
+            .or(self.hub_addr)
             .ok_or_else(|| anyhow::anyhow!("the hub has not started"))?;
         Ok(format!("https://{addr}"))
     }
@@ -197,6 +208,7 @@ impl Drop for KubeFleet {
             member.cluster.server.abort();
         }
         drop(self.hub.take());
+        self.replicas.clear();
         self.mgmt.server.abort();
     }
 }

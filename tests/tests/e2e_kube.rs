@@ -11,6 +11,10 @@
 #[path = "e2e_kube/checks.rs"]
 mod checks;
 
+/// Scenario 7: hub restarts and leader changes with two replicas.
+#[path = "e2e_kube/leader.rs"]
+mod leader;
+
 use std::time::{Duration, Instant};
 
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
@@ -192,10 +196,6 @@ async fn scenario_2_a_killed_agent_makes_its_cluster_unreachable_and_the_set_fai
     report(2, &fleet, before, 12, &format!("fault_to_failover_ms={ms}"));
     Ok(())
 }
-
-// Scenario 7, the hub restarted and a leader change, belongs here (another engineer's
-// work): `KubeFleet::{stop_hub, kill_hub, start_hub, restart_hub}` restart the real hub on
-// the same address so the agents find it again.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_8_most_members_cut_off_at_once_engage_the_brake_and_nothing_fails_over()

@@ -154,6 +154,11 @@ pub struct MemberClusterStatus {
     /// Generation of the effective check configuration the hub serves to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_generation: Option<u64>,
+    /// Hash of the effective check configuration `configGeneration` stands for (hex), so a
+    /// restarted hub or a new leader keeps the generation instead of making every agent
+    /// fetch its configuration again. Hub-internal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -123,6 +123,7 @@ impl ClusterState {
             agent: self.agent.clone(),
             checks: self.checks.clone(),
             config_generation: (self.config_generation > 0).then_some(self.config_generation),
+            config_hash: (self.config_hash != 0).then(|| format!("{:016x}", self.config_hash)),
             observed_generation: None,
         }
     }

@@ -81,11 +81,14 @@ async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
             mc.metadata.name.clone().unwrap_or_default(),
         );
         if let Some(status) = mc.status {
+            let config_hash = (status.config_hash.as_deref())
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .unwrap_or(0);
             snapshot.clusters.insert(
                 id,
                 StoredCluster {
                     status,
-                    config_hash: 0,
+                    config_hash,
                 },
             );
         }
