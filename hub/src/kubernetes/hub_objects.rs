@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -25,12 +24,18 @@ pub type Kind = (String, String, String);
 
 /// The kinds the hub-side checks of these objects read.
 pub fn kinds_read(clusters: &[MemberCluster], policies: &[HealthPolicy]) -> BTreeSet<Kind> {
-    let cluster_checks = clusters
-        .iter()
-        .flat_map(|c| c.spec.readiness_checks.iter().chain(&c.spec.liveness_checks));
-    let policy_checks = policies
-        .iter()
-        .flat_map(|p| p.spec.readiness_checks.iter().chain(&p.spec.liveness_checks));
+    let cluster_checks = clusters.iter().flat_map(|c| {
+        c.spec
+            .readiness_checks
+            .iter()
+            .chain(&c.spec.liveness_checks)
+    });
+    let policy_checks = policies.iter().flat_map(|p| {
+        p.spec
+            .readiness_checks
+            .iter()
+            .chain(&p.spec.liveness_checks)
+    });
     cluster_checks
         .chain(policy_checks)
         .filter(|c: &&ClusterCheck| c.reads_hub())
@@ -96,20 +101,12 @@ impl HubObjects {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff()
             .touched_objects();
-        let (changed, stop, kind) = (self.changed.clone(), self.stop.clone(), resource.kind.clone());
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    event = stream.next() => match event {
-                        Some(Ok(_)) => changed.notify_one(),
-                        Some(Err(e)) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
-                        None => return,
-                    },
-                }
-            }
-        });
+        super::source::spawn_watch(
+            stream,
+            self.changed.clone(),
+            self.stop.clone(),
+            resource.kind.clone(),
+        );
         reader
     }
 

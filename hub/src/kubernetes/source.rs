@@ -54,6 +54,18 @@ where
     )
     .default_backoff()
     .touched_objects();
+    spawn_watch(stream, changed, stop, K::kind(&()).into_owned());
+    reader
+}
+
+/// Drives a reflector's stream until `stop`, notifying `changed` on every touched object
+/// (the watcher retries failures with backoff; they are logged).
+pub(super) fn spawn_watch<K>(
+    stream: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    changed: Arc<Notify>,
+    stop: CancellationToken,
+    kind: String,
+) {
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         loop {
@@ -61,13 +73,12 @@ where
                 _ = stop.cancelled() => return,
                 event = stream.next() => match event {
                     Some(Ok(_)) => changed.notify_one(),
-                    Some(Err(e)) => tracing::warn!(kind = K::kind(&()).as_ref(), error = %e, "watch failed; retrying"),
+                    Some(Err(e)) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
                     None => return,
                 },
             }
         }
     });
-    reader
 }
 
 impl KubeSource {
@@ -96,8 +107,18 @@ impl KubeSource {
 
     async fn watch_hub_kinds(&mut self) -> bool {
         let kinds = hub_objects::kinds_read(
-            &self.member_clusters.state().iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
-            &self.health_policies.state().iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+            &self
+                .member_clusters
+                .state()
+                .iter()
+                .map(|o| (**o).clone())
+                .collect::<Vec<_>>(),
+            &self
+                .health_policies
+                .state()
+                .iter()
+                .map(|o| (**o).clone())
+                .collect::<Vec<_>>(),
         );
         self.hub_objects.watch(&kinds).await
     }

@@ -2,6 +2,7 @@
 //! `fleetpulse-agent run` per member, started, stopped gracefully, frozen (SIGSTOP), resumed
 //! (SIGCONT) or killed (SIGKILL) like pods and nodes are in real life.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,23 +16,7 @@ impl KubeFleet {
     /// later starts reuse that address so the agents find the hub again.
     pub async fn start_hub(&mut self) -> anyhow::Result<()> {
         anyhow::ensure!(self.hub.is_none(), "the hub is already running");
-        let listen = self
-            .hub_addr
-            .map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
-        let path = |p: &PathBuf| p.display().to_string();
-        let mut args = vec![
-            "serve".to_owned(),
-            "--kube".into(),
-            "--kubeconfig".into(),
-            path(&self.mgmt.kubeconfig),
-            "--listen".into(),
-            listen,
-            "--tls-cert".into(),
-            path(&self.pki.server_cert),
-            "--tls-key".into(),
-            path(&self.pki.server_key),
-        ];
-        args.extend(self.spec.hub_args.iter().cloned());
+        let args = self.hub_args(self.hub_addr, &[]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut hub = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
         let mut exited = None;
@@ -51,6 +36,28 @@ impl KubeFleet {
         self.hub_addr = Some(addr.parse()?);
         self.hub = Some(hub);
         Ok(())
+    }
+
+    /// `fleetpulse-hub serve --kube` arguments against the management simulator, listening
+    /// on `addr` (a free port if none), with `extra` flags and the spec's.
+    pub(super) fn hub_args(&self, addr: Option<SocketAddr>, extra: &[String]) -> Vec<String> {
+        let listen = addr.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
+        let path = |p: &PathBuf| p.display().to_string();
+        let mut args = vec![
+            "serve".to_owned(),
+            "--kube".into(),
+            "--kubeconfig".into(),
+            path(&self.mgmt.kubeconfig),
+            "--listen".into(),
+            listen,
+            "--tls-cert".into(),
+            path(&self.pki.server_cert),
+            "--tls-key".into(),
+            path(&self.pki.server_key),
+        ];
+        args.extend(extra.iter().cloned());
+        args.extend(self.spec.hub_args.iter().cloned());
+        args
     }
 
     /// Stops the hub with SIGTERM (a graceful shutdown); returns whether it exited cleanly.

@@ -5,7 +5,6 @@
 //! label) is the address agents use.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -70,20 +69,8 @@ impl KubeFleet {
             self.replicas.get(id).is_none_or(|(_, p)| p.is_none()),
             "replica {id} already runs"
         );
-        let listen = former.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
-        let path = |p: &PathBuf| p.display().to_string();
-        let mut args = vec![
-            "serve".to_owned(),
-            "--kube".into(),
-            "--kubeconfig".into(),
-            path(&self.mgmt.kubeconfig),
-            "--listen".into(),
-            listen,
-            "--tls-cert".into(),
-            path(&self.pki.server_cert),
-            "--tls-key".into(),
-            path(&self.pki.server_key),
-            "--leader-elect".into(),
+        let leader = [
+            "--leader-elect".to_owned(),
             "--lease-duration-seconds".into(),
             LEASE_SECONDS.to_string(),
             "--pod-name".into(),
@@ -91,7 +78,7 @@ impl KubeFleet {
             "--pod-namespace".into(),
             HUB_NAMESPACE.into(),
         ];
-        args.extend(self.spec.hub_args.iter().cloned());
+        let args = self.hub_args(former, &leader);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut hub = Running::spawn_logged("fleetpulse-hub", &format!("hub {id}"), &args)?;
         let mut exited = None;
