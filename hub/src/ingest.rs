@@ -1,7 +1,11 @@
 //! The hub's HTTP API: the agent endpoints (heartbeat, config), the read API and probes.
 //! Built as one axum [`Router`] so tests call it in-process and the server wraps it in TLS.
+//!
+//! Heartbeat signatures are verified one by one (`verify_strict`), or in batches of
+//! concurrent heartbeats when [`batch::BATCH_VERIFY_ENV`] asks for it ([`batch`]).
 
 pub mod agent;
+pub mod batch;
 pub mod error;
 pub mod read;
 
@@ -9,12 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, FromRef, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
 use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
 
+pub use batch::{BatchSettings, BatchVerifier};
 pub use error::ApiError;
 
 use crate::fleet::Fleet;
@@ -28,8 +33,41 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
 }
 
-/// The hub's router.
+/// What the router's handlers share: the [`AppState`] and, when batching is on, the
+/// batch verifier of heartbeat signatures.
+#[derive(Clone)]
+pub struct IngestState {
+    /// The shared hub state.
+    pub app: AppState,
+    /// Batches concurrent heartbeats' signatures; `None`: one `verify_strict` each.
+    pub batch: Option<Arc<BatchVerifier>>,
+}
+
+impl FromRef<IngestState> for AppState {
+    fn from_ref(state: &IngestState) -> AppState {
+        state.app.clone()
+    }
+}
+
+/// The hub's router, batching signature checks as [`BatchSettings::from_env`] says.
 pub fn router(state: AppState) -> Router {
+    router_with(state, BatchSettings::from_env())
+}
+
+/// The hub's router, batching heartbeat signature checks with `batch` (`None`: one
+/// `verify_strict` per heartbeat).
+pub fn router_with(state: AppState, batch: Option<BatchSettings>) -> Router {
+    if let Some(settings) = &batch {
+        tracing::info!(
+            max_batch = settings.max_batch,
+            max_wait_ms = settings.max_wait.as_millis() as u64,
+            "heartbeat signatures are verified in batches"
+        );
+    }
+    let state = IngestState {
+        app: state,
+        batch: batch.map(BatchVerifier::new),
+    };
     Router::new()
         .route(
             "/v1/clusters/{namespace}/{name}/heartbeat",

@@ -6,6 +6,10 @@
 //! (any other member, including `crit` and `b64`, is refused); the expected `typ`; and
 //! `verify_strict`, which refuses small-order keys and non-canonical signatures. The
 //! payload is decoded only after the signature verified.
+//!
+//! [`batch`] verifies many signatures at once, for a hub under load.
+
+pub mod batch;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -118,8 +122,28 @@ impl Unverified<'_> {
 
     /// Verifies the signature strictly with `key` and returns the decoded payload.
     pub fn verify(&self, key: &VerifyingKey) -> Result<Vec<u8>, JwsError> {
-        key.verify_strict(self.signing_input.as_bytes(), &self.signature)
-            .map_err(|_| JwsError::BadSignature(self.header.kid.clone()))?;
+        let verified = key
+            .verify_strict(self.signing_input.as_bytes(), &self.signature)
+            .is_ok();
+        self.payload_if_verified(verified)
+    }
+
+    /// What a signature is checked over: `BASE64URL(header) "." BASE64URL(payload)`.
+    pub fn signing_input(&self) -> &[u8] {
+        self.signing_input.as_bytes()
+    }
+
+    /// The signature.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// The decoded payload if `verified` (the verdict of [`batch::verify_many`] on this
+    /// JWS's [`Self::signing_input`] and [`Self::signature`]), else `BadSignature`.
+    pub fn payload_if_verified(&self, verified: bool) -> Result<Vec<u8>, JwsError> {
+        if !verified {
+            return Err(JwsError::BadSignature(self.header.kid.clone()));
+        }
         URL_SAFE_NO_PAD
             .decode(self.payload_b64)
             .map_err(|_| JwsError::Malformed("payload is not base64url"))

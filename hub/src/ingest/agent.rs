@@ -19,18 +19,18 @@ use fleetpulse_common::protocol::{
     AUTH_SCHEME, CONTENT_TYPE_JOSE, TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws, limits, replay,
 };
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, IngestState};
 use crate::fleet::Fleet;
 
 /// `POST /v1/clusters/{namespace}/{name}/heartbeat`: a signed report.
 pub async fn heartbeat(
-    State(state): State<AppState>,
+    State(state): State<IngestState>,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<HeartbeatAnswer>, ApiError> {
-    let result = accept_heartbeat(&state, ClusterId::new(namespace, name), &headers, body);
-    state.fleet.metrics().heartbeat(outcome(&result));
+    let result = accept_heartbeat(&state, ClusterId::new(namespace, name), &headers, body).await;
+    state.app.fleet.metrics().heartbeat(outcome(&result));
     result
 }
 
@@ -42,8 +42,8 @@ fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     }
 }
 
-fn accept_heartbeat(
-    state: &AppState,
+async fn accept_heartbeat(
+    state: &IngestState,
     cluster: ClusterId,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -66,7 +66,26 @@ fn accept_heartbeat(
             )
         }
     })?;
-    let payload = verified_payload(&state.fleet, &cluster, &body, TYP_HEARTBEAT)?;
+    let fleet = &state.app.fleet;
+    let unverified = parse_jws(&body, TYP_HEARTBEAT)?;
+    let (entry, key) = fleet.lookup(&cluster, unverified.kid())?;
+    let verified = match &state.batch {
+        Some(batch) => {
+            batch
+                .verify(unverified.signing_input(), *unverified.signature(), key)
+                .await
+        }
+        None => key
+            .verify_strict(unverified.signing_input(), unverified.signature())
+            .is_ok(),
+    };
+    let payload = Verified {
+        entry,
+        kid: unverified.kid().to_owned(),
+        bytes: unverified
+            .payload_if_verified(verified)
+            .map_err(signature_error)?,
+    };
     let report: HeartbeatReport = serde_json::from_slice(&payload.bytes).map_err(|e| {
         ApiError::new(
             RejectCode::MalformedReport,
@@ -76,8 +95,7 @@ fn accept_heartbeat(
     report
         .validate()
         .map_err(|e| ApiError::new(RejectCode::MalformedReport, e))?;
-    let answer = state
-        .fleet
+    let answer = fleet
         .accept(&payload.entry, &payload.kid, &report, now, Timestamp::now())
         .inspect_err(
             |r| tracing::debug!(cluster = %cluster, code = %r.code, "heartbeat refused"),
@@ -184,22 +202,30 @@ fn verified_payload(
     body: &[u8],
     typ: &str,
 ) -> Result<Verified, ApiError> {
-    let compact = std::str::from_utf8(body)
-        .map_err(|_| ApiError::new(RejectCode::MalformedJws, "body is not ASCII text"))?
-        .trim();
-    let unverified = jws::parse(compact, typ)
-        .map_err(|e| ApiError::new(RejectCode::MalformedJws, e.to_string()))?;
+    let unverified = parse_jws(body, typ)?;
     let (entry, key) = fleet.lookup(cluster, unverified.kid())?;
-    let bytes = unverified.verify(&key).map_err(|e| match e {
-        jws::JwsError::BadSignature(_) => ApiError::new(
-            RejectCode::BadSignature,
-            format!("{e}; the report was altered or signed by another key"),
-        ),
-        other => ApiError::new(RejectCode::MalformedJws, other.to_string()),
-    })?;
+    let bytes = unverified.verify(&key).map_err(signature_error)?;
     Ok(Verified {
         entry,
         kid: unverified.kid().to_owned(),
         bytes,
     })
+}
+
+/// The JWS structure and header rules.
+fn parse_jws<'a>(body: &'a [u8], typ: &str) -> Result<jws::Unverified<'a>, ApiError> {
+    let compact = std::str::from_utf8(body)
+        .map_err(|_| ApiError::new(RejectCode::MalformedJws, "body is not ASCII text"))?
+        .trim();
+    jws::parse(compact, typ).map_err(|e| ApiError::new(RejectCode::MalformedJws, e.to_string()))
+}
+
+fn signature_error(e: jws::JwsError) -> ApiError {
+    match e {
+        jws::JwsError::BadSignature(_) => ApiError::new(
+            RejectCode::BadSignature,
+            format!("{e}; the report was altered or signed by another key"),
+        ),
+        other => ApiError::new(RejectCode::MalformedJws, other.to_string()),
+    }
 }
