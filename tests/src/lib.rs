@@ -5,6 +5,7 @@
 //!   keys, ready for an embedded hub.
 //! - [`kube_fleet`]: the real hub (Kubernetes mode) and agents against simulated
 //!   management and member clusters, for multi-cluster end-to-end scenarios.
+//! - [`loadgen`]: the load generator behind the `loadgen` binary (docs/performance.md).
 //! - [`management`]: a simulated management cluster for an in-process hub in Kubernetes mode.
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
@@ -15,6 +16,7 @@
 
 pub mod fleet;
 pub mod kube_fleet;
+pub mod loadgen;
 pub mod management;
 pub mod pki;
 pub mod process;

@@ -1,0 +1,260 @@
+//! The load generator behind the `loadgen` binary: many simulated agents (distinct Ed25519
+//! keys, registered through generated MemberCluster manifests) send signed heartbeats at
+//! an interval to a real `fleetpulse-hub`, and the run reports what the hub spent on them
+//! against what one core spends on signature verification alone.
+//!
+//! - [`reports`]: every report built and signed the agent's way, before the timed phase.
+//! - [`client`]: shared HTTP/2 or HTTP/1.1 clients, or a new connection per heartbeat.
+//! - [`hub`]: the hub process (started here, or at `--url`) and its `/proc` figures.
+//! - [`drive`]: sending on schedule and counting outcomes.
+//! - [`verify`]: the single-core `verify_strict` rate, measured in the same run.
+//! - [`stats`]: tallies, percentiles and the machine-readable last line.
+//!
+//! docs/performance.md describes the method and the figures.
+
+pub mod client;
+pub mod drive;
+pub mod hub;
+pub mod reports;
+pub mod stats;
+pub mod verify;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Parser;
+
+use fleetpulse_agent::report::{incarnation_at, unix_seconds};
+use fleetpulse_common::protocol::keys;
+
+use crate::fleet;
+use client::Transport;
+use hub::HubUnderTest;
+use stats::FinalLine;
+
+/// Simulate a fleet of agents sending signed heartbeats to a fleetpulse hub, and measure
+/// the hub's CPU time per accepted heartbeat against one core's signature-verification rate.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "loadgen", about)]
+pub struct Args {
+    /// Simulated clusters (agents), each with its own key.
+    #[arg(long, env = "LOADGEN_CLUSTERS", default_value_t = 1000)]
+    pub clusters: usize,
+    /// Heartbeat interval of every agent, in seconds.
+    #[arg(long, env = "LOADGEN_INTERVAL_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub interval_seconds: u32,
+    /// Length of the timed phase, in seconds (rounded up to whole intervals; a multiple of
+    /// 10 s covers the hub's periodic position flush evenly).
+    #[arg(long, env = "LOADGEN_DURATION_SECONDS", default_value_t = 60)]
+    pub duration_seconds: u64,
+    /// Rounds sent before the timed phase (a cluster's first reports change its conditions).
+    #[arg(long, env = "LOADGEN_WARMUP_ROUNDS", default_value_t = 2)]
+    pub warmup_rounds: usize,
+    /// Check results in every report (the first two are the built-ins, then Lua checks).
+    #[arg(long, env = "LOADGEN_CHECKS", default_value_t = 4)]
+    pub checks: usize,
+    /// How the fleet connects.
+    #[arg(long, env = "LOADGEN_TRANSPORT", value_enum, default_value_t = Transport::Http2)]
+    pub transport: Transport,
+    /// Independent HTTP clients the agents are spread over (with http2, one connection
+    /// each: like a load balancer's few upstream connections).
+    #[arg(long, env = "LOADGEN_CONNECTIONS", default_value_t = 4)]
+    pub connections: usize,
+    /// Most heartbeats in flight at once.
+    #[arg(long, env = "LOADGEN_MAX_IN_FLIGHT", default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// How long to measure the single-core verification rate, in seconds.
+    #[arg(long, env = "LOADGEN_VERIFY_SECONDS", default_value_t = 3.0)]
+    pub verify_seconds: f64,
+    /// The hub's audience.
+    #[arg(long, env = "LOADGEN_AUDIENCE", default_value = "fleetpulse")]
+    pub audience: String,
+    /// Use a running hub at this URL instead of starting one (needs --ca and
+    /// --manifests-dir; the hub must watch that directory).
+    #[arg(long, env = "LOADGEN_URL", requires_all = ["ca", "manifests_dir"])]
+    pub url: Option<reqwest::Url>,
+    /// CA certificate (PEM) of the hub at --url.
+    #[arg(long, env = "LOADGEN_CA")]
+    pub ca: Option<PathBuf>,
+    /// Process id of the hub at --url, for its CPU time and memory.
+    #[arg(long, env = "LOADGEN_HUB_PID")]
+    pub hub_pid: Option<u32>,
+    /// Where to write the clusters' manifests (default: a temporary directory).
+    #[arg(long, env = "LOADGEN_MANIFESTS_DIR")]
+    pub manifests_dir: Option<PathBuf>,
+    /// The `fleetpulse-hub` binary (default: next to this one).
+    #[arg(long, env = "LOADGEN_HUB_BIN")]
+    pub hub_bin: Option<PathBuf>,
+    /// How long the hub may take to start and load every cluster, in seconds.
+    #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
+    pub startup_timeout_seconds: u64,
+}
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct Run {
+    /// The figures of the last line.
+    pub line: FinalLine,
+    /// Heartbeats refused by the hub (warm-up and timed).
+    pub rejected: u64,
+    /// Heartbeats without an answer (warm-up and timed).
+    pub failed: u64,
+}
+
+/// Runs the load and prints its figures to stdout, the [`FinalLine`] last.
+pub async fn run(args: Args) -> anyhow::Result<Run> {
+    let work = tempfile::tempdir()?;
+    let manifests = args
+        .manifests_dir
+        .clone()
+        .unwrap_or_else(|| work.path().join("manifests"));
+    let t = Instant::now();
+    let grace = args.interval_seconds.saturating_mul(4);
+    let clusters = fleet::write_clusters(&manifests, args.clusters, args.interval_seconds, grace)?;
+    println!(
+        "fleet: {} clusters, keys and manifests in {:.1}s",
+        clusters.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let mut hub = match (&args.url, &args.ca) {
+        (Some(url), Some(ca)) => HubUnderTest::external(url.clone(), ca, args.hub_pid)?,
+        _ => {
+            let bin = hub::hub_binary(args.hub_bin.as_deref())?;
+            HubUnderTest::start_embedded(&bin, &manifests, work.path())?
+        }
+    };
+    let setup = client::client(&hub.ca_pem, Transport::Http2)?;
+    let public_keys: HashSet<String> = clusters
+        .iter()
+        .map(|c| keys::public_key_string(&c.key.verifying_key()))
+        .collect();
+    let timeout = Duration::from_secs(args.startup_timeout_seconds);
+    let startup = hub.wait_ready(&setup, &public_keys, timeout).await?;
+    let ticks = hub::ticks_per_second();
+    let probe = || hub.pid.and_then(|pid| hub::sample(pid, ticks).ok());
+    let idle = probe();
+    println!(
+        "hub: {} pid={} ready with {} clusters after {:.1}s, rss_idle_mib={}",
+        hub.url,
+        hub.pid.map_or("unknown".into(), |p| p.to_string()),
+        clusters.len(),
+        startup.as_secs_f64(),
+        idle.map_or("nan".into(), |s| format!(
+            "{:.1}",
+            s.rss_kib as f64 / 1024.0
+        )),
+    );
+
+    let interval = u64::from(args.interval_seconds);
+    let timed_rounds = args.duration_seconds.div_ceil(interval).max(1) as usize;
+    let now = SystemTime::now();
+    let plan = reports::ReportPlan {
+        audience: args.audience.clone(),
+        interval_secs: args.interval_seconds,
+        rounds: args.warmup_rounds + timed_rounds,
+        checks: args.checks,
+        start_unix: unix_seconds(now),
+        incarnation: incarnation_at(now),
+    };
+    let t = Instant::now();
+    let agents = tokio::task::block_in_place(|| reports::presign(&clusters, &plan));
+    let sample = &agents[0].reports[0];
+    println!(
+        "presigned: {} reports in {:.1}s on the client (not measured); a report's JWS is {} bytes",
+        agents.len() * plan.rounds,
+        t.elapsed().as_secs_f64(),
+        sample.len()
+    );
+    let input = verify::signing_input(sample)?.to_owned();
+    let key = clusters[0].key.clone();
+    let wall = Duration::from_secs_f64(args.verify_seconds.max(0.0));
+    let verify =
+        tokio::task::spawn_blocking(move || verify::verify_only(&key, input.as_bytes(), wall))
+            .await??;
+    println!(
+        "verify_only: {:.0} verify_strict/s on one core ({} verifications, median of 250 ms \
+         slices of the thread's CPU time)",
+        verify.per_core, verify.iterations
+    );
+
+    let clients = client::clients(&hub.ca_pem, args.transport, args.connections)?;
+    let schedule = drive::Schedule {
+        interval: Duration::from_secs(interval),
+        warmup_rounds: args.warmup_rounds,
+        rounds: plan.rounds,
+        max_in_flight: args.max_in_flight.max(1),
+    };
+    println!(
+        "load: transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds}",
+        args.transport.as_str(),
+        clients.len(),
+        interval,
+        args.warmup_rounds,
+    );
+    let mut driven = drive::drive(&agents, &clients, &hub.url, schedule, &probe).await?;
+    let end = probe();
+    hub.stop();
+    Ok(summarize(&args, &mut driven, verify.per_core, end))
+}
+
+fn summarize(
+    args: &Args,
+    d: &mut drive::Driven,
+    verify_per_core: f64,
+    end: Option<hub::ProcSample>,
+) -> Run {
+    let secs = d.elapsed.as_secs_f64();
+    for (name, tally) in [("warmup", &mut d.warmup), ("timed", &mut d.timed)] {
+        println!(
+            "{name}: accepted={} rejected={} failed={} {:?}",
+            tally.accepted,
+            tally.rejected_total(),
+            tally.failed,
+            tally.rejected
+        );
+        for sample in &tally.samples {
+            println!("  {name} refusal: {sample}");
+        }
+        println!(
+            "{name} latency_ms (due to answer): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} \
+             max={:.2}",
+            tally.latency_ms(50.0),
+            tally.latency_ms(90.0),
+            tally.latency_ms(99.0),
+            tally.latency_ms(99.9),
+            tally.latency_ms(100.0),
+        );
+    }
+    let accepted_per_s = d.timed.accepted as f64 / secs;
+    println!(
+        "timed phase {secs:.1}s, max send lag {:.1} ms",
+        d.max_send_lag.as_secs_f64() * 1e3
+    );
+    let cpu = d.hub.map_or(f64::NAN, |(a, b)| b.cpu_secs - a.cpu_secs);
+    let hub_cpu_us_per_hb = cpu * 1e6 / d.timed.accepted as f64;
+    let rss_mib = end.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0);
+    println!(
+        "hub: cpu_s={cpu:.2} cores_used={:.3} rss_mib={rss_mib:.1}",
+        cpu / secs
+    );
+    let rejected = d.warmup.rejected_total() + d.timed.rejected_total();
+    let failed = d.warmup.failed + d.timed.failed;
+    println!("rejected={rejected} failed={failed}");
+    let hub_ingest_per_core = 1e6 / hub_cpu_us_per_hb;
+    let line = FinalLine {
+        clusters: args.clusters,
+        accepted_per_s,
+        hub_cpu_us_per_hb,
+        hub_ingest_per_core,
+        verify_only_per_core: verify_per_core,
+        ratio: hub_ingest_per_core / verify_per_core,
+        rss_mib,
+    };
+    println!("{line}");
+    Run {
+        line,
+        rejected,
+        failed,
+    }
+}

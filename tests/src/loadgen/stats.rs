@@ -1,0 +1,195 @@
+//! What a run counts (accepted, rejected by code, transport failures, latencies) and the
+//! figures it prints, with the machine-readable last line and its parser.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// The outcomes of the heartbeats of one phase (warm-up or timed).
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Answered 200.
+    pub accepted: u64,
+    /// Refused by the hub, by rejection code (or HTTP status when the body had none).
+    pub rejected: BTreeMap<String, u64>,
+    /// No answer (connection, TLS, timeout).
+    pub failed: u64,
+    /// From the time a heartbeat was due to its answer, in microseconds.
+    pub latencies_us: Vec<u32>,
+    /// The first few rejection and failure messages, to show what went wrong.
+    pub samples: Vec<String>,
+}
+
+impl Tally {
+    /// Records one answered-or-failed heartbeat.
+    pub fn record(&mut self, outcome: Outcome, latency: Duration) {
+        self.latencies_us
+            .push(latency.as_micros().try_into().unwrap_or(u32::MAX));
+        let sample = match outcome {
+            Outcome::Accepted => None,
+            Outcome::Rejected { code, message } => {
+                *self.rejected.entry(code.clone()).or_default() += 1;
+                Some(format!("{code}: {message}"))
+            }
+            Outcome::Failed(message) => {
+                self.failed += 1;
+                Some(message)
+            }
+        };
+        match sample {
+            None => self.accepted += 1,
+            Some(s) if self.samples.len() < 5 => self.samples.push(s),
+            Some(_) => {}
+        }
+    }
+
+    /// Every refused heartbeat.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+
+    /// Latency percentile `p` (0..=100) in milliseconds; sorts the latencies.
+    pub fn latency_ms(&mut self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        self.latencies_us.sort_unstable();
+        let rank = ((p / 100.0) * (self.latencies_us.len() - 1) as f64).round() as usize;
+        f64::from(self.latencies_us[rank]) / 1000.0
+    }
+}
+
+/// What became of one heartbeat.
+#[derive(Debug)]
+pub enum Outcome {
+    /// 200 with a heartbeat answer.
+    Accepted,
+    /// Refused.
+    Rejected {
+        /// The stable code (or `http_<status>`).
+        code: String,
+        /// The hub's message.
+        message: String,
+    },
+    /// No answer.
+    Failed(String),
+}
+
+/// The last line a run prints:
+/// `clusters=N accepted_per_s=X hub_cpu_us_per_hb=Y hub_ingest_per_core=Z
+/// verify_only_per_core=V ratio=Z/V rss_mib=M`. CPU and memory figures are NaN when the
+/// hub's process is unknown.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FinalLine {
+    /// Simulated clusters.
+    pub clusters: usize,
+    /// Accepted heartbeats per second of the timed phase.
+    pub accepted_per_s: f64,
+    /// Hub CPU time (user + system) per accepted heartbeat, in microseconds.
+    pub hub_cpu_us_per_hb: f64,
+    /// `1e6 / hub_cpu_us_per_hb`: heartbeats one core of the hub would take per second.
+    pub hub_ingest_per_core: f64,
+    /// Strict single-signature verifications per second of one core.
+    pub verify_only_per_core: f64,
+    /// `hub_ingest_per_core / verify_only_per_core`.
+    pub ratio: f64,
+    /// The hub's resident memory at the end, in MiB.
+    pub rss_mib: f64,
+}
+
+const KEYS: [&str; 7] = [
+    "clusters",
+    "accepted_per_s",
+    "hub_cpu_us_per_hb",
+    "hub_ingest_per_core",
+    "verify_only_per_core",
+    "ratio",
+    "rss_mib",
+];
+
+impl fmt::Display for FinalLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "clusters={} accepted_per_s={:.1} hub_cpu_us_per_hb={:.2} hub_ingest_per_core={:.0} \
+             verify_only_per_core={:.0} ratio={:.3} rss_mib={:.1}",
+            self.clusters,
+            self.accepted_per_s,
+            self.hub_cpu_us_per_hb,
+            self.hub_ingest_per_core,
+            self.verify_only_per_core,
+            self.ratio,
+            self.rss_mib
+        )
+    }
+}
+
+impl FinalLine {
+    /// Parses the line [`fmt::Display`] writes (keys in that order, nothing else).
+    pub fn parse(line: &str) -> anyhow::Result<FinalLine> {
+        let pairs: Vec<(&str, &str)> = line
+            .split_whitespace()
+            .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+            .collect();
+        let keys: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
+        anyhow::ensure!(keys == KEYS, "not a loadgen final line: {line:?}");
+        let num = |i: usize| -> anyhow::Result<f64> {
+            pairs[i]
+                .1
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{}={:?}: {e}", pairs[i].0, pairs[i].1))
+        };
+        Ok(FinalLine {
+            clusters: pairs[0].1.parse()?,
+            accepted_per_s: num(1)?,
+            hub_cpu_us_per_hb: num(2)?,
+            hub_ingest_per_core: num(3)?,
+            verify_only_per_core: num(4)?,
+            ratio: num(5)?,
+            rss_mib: num(6)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_line_round_trips_through_its_text() {
+        let line = FinalLine {
+            clusters: 10_000,
+            accepted_per_s: 1000.25,
+            hub_cpu_us_per_hb: 40.0,
+            hub_ingest_per_core: 25_000.0,
+            verify_only_per_core: 30_000.0,
+            ratio: 25.0 / 30.0,
+            rss_mib: 120.5,
+        };
+        let text = line.to_string();
+        assert!(text.starts_with("clusters=10000 accepted_per_s=1000.2"));
+        let back = FinalLine::parse(&text).unwrap();
+        assert_eq!(back.clusters, 10_000);
+        assert!((back.ratio - 0.833).abs() < 1e-9);
+        assert!(FinalLine::parse("clusters=1 ratio=2").is_err());
+    }
+
+    #[test]
+    fn tally_counts_outcomes_and_ranks_latencies() {
+        let mut t = Tally::default();
+        for ms in 1..=100 {
+            t.record(Outcome::Accepted, Duration::from_millis(ms));
+        }
+        t.record(
+            Outcome::Rejected {
+                code: "replayed".into(),
+                message: "again".into(),
+            },
+            Duration::ZERO,
+        );
+        assert_eq!((t.accepted, t.rejected_total(), t.failed), (100, 1, 0));
+        assert_eq!(t.latency_ms(50.0), 50.0);
+        assert_eq!(t.latency_ms(100.0), 100.0);
+        assert_eq!(t.samples, ["replayed: again"]);
+    }
+}

@@ -1,0 +1,85 @@
+//! The reference the hub is measured against: how many report signatures one core can
+//! verify when it does nothing else. `verify_strict` (what the hub runs) over the signing
+//! input of a real report, in a loop on one thread, timed by the thread's own CPU clock
+//! (`/proc/thread-self/schedstat`), so that other processes on the machine slow the wall
+//! clock but not the figure.
+
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::{Signature, Signer, SigningKey};
+
+/// The single-core verification rate.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyRate {
+    /// Verifications per CPU second of one core (the median of the slices measured).
+    pub per_core: f64,
+    /// Verifications done.
+    pub iterations: u64,
+}
+
+/// CPU time the calling thread has run, in nanoseconds (first field of
+/// `/proc/thread-self/schedstat`).
+pub fn thread_cpu_ns() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+    let ns = text
+        .split_whitespace()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("empty /proc/thread-self/schedstat"))?;
+    Ok(ns.parse()?)
+}
+
+/// Verifies the JWS signing input `message` (as signed by `key`) strictly, over and over,
+/// for about `wall` (in slices of 250 ms), and returns the median rate of the slices.
+pub fn verify_only(key: &SigningKey, message: &[u8], wall: Duration) -> anyhow::Result<VerifyRate> {
+    let signature: Signature = key.sign(message);
+    let public = key.verifying_key();
+    let slice = Duration::from_millis(250);
+    let mut rates = Vec::new();
+    let mut iterations = 0;
+    let start = Instant::now();
+    while start.elapsed() < wall || rates.is_empty() {
+        let (t0, c0) = (Instant::now(), thread_cpu_ns()?);
+        let mut n = 0u64;
+        while t0.elapsed() < slice {
+            for _ in 0..64 {
+                public
+                    .verify_strict(std::hint::black_box(message), &signature)
+                    .map_err(|e| anyhow::anyhow!("reference signature does not verify: {e}"))?;
+            }
+            n += 64;
+        }
+        let cpu = thread_cpu_ns()? - c0;
+        iterations += n;
+        if cpu > 0 {
+            rates.push(n as f64 * 1e9 / cpu as f64);
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    Ok(VerifyRate {
+        per_core: rates[rates.len() / 2],
+        iterations,
+    })
+}
+
+/// The signing input (`BASE64URL(header) "." BASE64URL(payload)`) of a compact JWS.
+pub fn signing_input(compact: &str) -> anyhow::Result<&str> {
+    compact
+        .rsplit_once('.')
+        .map(|(input, _)| input)
+        .ok_or_else(|| anyhow::anyhow!("not a compact JWS"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetpulse_common::protocol::keys;
+
+    #[test]
+    fn verify_only_reports_a_positive_rate_of_a_report_sized_input() {
+        let key = keys::generate();
+        let input = "e30.".to_owned() + &"A".repeat(800);
+        let rate = verify_only(&key, input.as_bytes(), Duration::ZERO).unwrap();
+        assert!(rate.per_core > 0.0 && rate.iterations > 0);
+        assert_eq!(signing_input("a.b.c").unwrap(), "a.b");
+    }
+}
