@@ -99,20 +99,43 @@ impl ClusterState {
                 incarnation: report.incarnation,
             };
         }
-        self.checks = report
-            .checks
-            .iter()
-            .map(|c| CheckStatus {
-                name: c.name.clone(),
-                kind: c.kind,
-                phase: c.phase,
-                passing: c.passing,
-                message: c.message.clone(),
-                since: c.since.map(Time),
-                consecutive_failures: c.consecutive_failures,
-                success_rate_percent: c.success_rate_percent,
-            })
-            .collect();
+        // In place: a report usually repeats the last one's checks, so the names and
+        // messages are copied into the buffers they already have instead of reallocated.
+        self.checks.truncate(report.checks.len());
+        for (i, c) in report.checks.iter().enumerate() {
+            let Some(status) = self.checks.get_mut(i) else {
+                self.checks.push(CheckStatus {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                    phase: c.phase,
+                    passing: c.passing,
+                    message: c.message.clone(),
+                    since: c.since.map(Time),
+                    consecutive_failures: c.consecutive_failures,
+                    success_rate_percent: c.success_rate_percent,
+                });
+                continue;
+            };
+            // Exhaustive, so that a new field cannot be left stale.
+            let CheckStatus {
+                name,
+                kind,
+                phase,
+                passing,
+                message,
+                since,
+                consecutive_failures,
+                success_rate_percent,
+            } = status;
+            name.clone_from(&c.name);
+            *kind = c.kind;
+            *phase = c.phase;
+            *passing = c.passing;
+            message.clone_from(&c.message);
+            *since = c.since.map(Time);
+            *consecutive_failures = c.consecutive_failures;
+            *success_rate_percent = c.success_rate_percent;
+        }
     }
 
     /// The status as shown live (read API): everything known right now.
@@ -133,6 +156,82 @@ impl ClusterState {
         StoredCluster {
             status: self.live_status(),
             config_hash: self.config_hash,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetpulse_common::api::{CheckKind, CheckPhase};
+    use fleetpulse_common::protocol::report::{CheckResult, ClusterId, SCHEMA_VERSION, Summary};
+
+    fn report(checks: &[(&str, bool, &str)]) -> HeartbeatReport {
+        let checks: Vec<CheckResult> = checks
+            .iter()
+            .map(|(name, passing, message)| CheckResult {
+                name: (*name).into(),
+                kind: CheckKind::Lua,
+                phase: CheckPhase::Liveness,
+                passing: *passing,
+                message: (*message).into(),
+                since: None,
+                consecutive_failures: u32::from(!passing),
+                success_rate_percent: None,
+            })
+            .collect();
+        HeartbeatReport {
+            schema_version: SCHEMA_VERSION,
+            aud: "fleetpulse".into(),
+            cluster: ClusterId::new("fleet", "a"),
+            cluster_uid: "uid".into(),
+            agent_version: "t".into(),
+            incarnation: 1,
+            seq: 1,
+            iat: 0,
+            exp: 60,
+            interval_seconds: 10,
+            config_generation: 0,
+            summary: Summary::of(&checks),
+            checks,
+        }
+    }
+
+    #[test]
+    fn recorded_checks_are_exactly_the_last_reports_whatever_came_before() {
+        let now = Instant::now();
+        let wall = Timestamp::UNIX_EPOCH;
+        let mut state = ClusterState::restore(now, wall, None, HashMap::new());
+        let sequence = [
+            report(&[("a", true, "ok"), ("b", true, "fine")]),
+            report(&[
+                ("a", false, "a much longer message than before"),
+                ("b", true, ""),
+            ]),
+            report(&[("c", true, "only one now")]),
+            report(&[("c", true, "x"), ("d", false, "new"), ("e", true, "newer")]),
+        ];
+        for r in &sequence {
+            state.record_heartbeat("kid", r, now, wall);
+            let recorded: Vec<(String, bool, String, u32)> = state
+                .live_status()
+                .checks
+                .into_iter()
+                .map(|c| (c.name, c.passing, c.message, c.consecutive_failures))
+                .collect();
+            let expected: Vec<(String, bool, String, u32)> = r
+                .checks
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        c.passing,
+                        c.message.clone(),
+                        c.consecutive_failures,
+                    )
+                })
+                .collect();
+            assert_eq!(recorded, expected);
         }
     }
 }

@@ -71,9 +71,9 @@ async fn accept_heartbeat(
     let (entry, key) = fleet.lookup(&cluster, unverified.kid())?;
     let verified = match &state.batch {
         Some(batch) => {
-            batch
-                .verify(unverified.signing_input(), *unverified.signature(), key)
-                .await
+            // The signing input is a part of `body`: shared, not copied.
+            let message = body.slice_ref(unverified.signing_input());
+            batch.verify(message, *unverified.signature(), key).await
         }
         None => key
             .verify_strict(unverified.signing_input(), unverified.signature())

@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use ed25519_dalek::{Signature, VerifyingKey};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
@@ -57,7 +58,7 @@ impl BatchSettings {
 }
 
 struct Job {
-    message: Vec<u8>,
+    message: Bytes,
     signature: Signature,
     key: VerifyingKey,
     done: oneshot::Sender<bool>,
@@ -85,13 +86,13 @@ impl BatchVerifier {
     /// to the others.
     pub async fn verify(
         self: &Arc<Self>,
-        message: &[u8],
+        message: Bytes,
         signature: Signature,
         key: VerifyingKey,
     ) -> bool {
         let (done, verdict) = oneshot::channel();
         let job = Job {
-            message: message.to_vec(),
+            message,
             signature,
             key,
             done,
@@ -154,7 +155,11 @@ mod tests {
                 message
             };
             let verifier = verifier.clone();
-            async move { verifier.verify(&sent, signature, key.verifying_key()).await }
+            async move {
+                verifier
+                    .verify(Bytes::from(sent), signature, key.verifying_key())
+                    .await
+            }
         });
         // Four jobs fill the batch, so it runs at once rather than after max_wait.
         let verdicts = futures::future::join_all(calls).await;
