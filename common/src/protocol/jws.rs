@@ -100,10 +100,15 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
             header.typ
         )));
     }
-    let sig_bytes = URL_SAFE_NO_PAD
-        .decode(s)
-        .map_err(|_| JwsError::Malformed("signature is not base64url"))?;
-    let sig_bytes: [u8; 64] = sig_bytes
+    // 64 bytes are 86 base64url characters; decoding needs room for 66.
+    let mut decoded = [0u8; 66];
+    let len = match s.len() {
+        86 => URL_SAFE_NO_PAD
+            .decode_slice(s, &mut decoded)
+            .map_err(|_| JwsError::Malformed("signature is not base64url"))?,
+        _ => return Err(JwsError::Malformed("signature is not 64 bytes")),
+    };
+    let sig_bytes: [u8; 64] = decoded[..len]
         .try_into()
         .map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
     Ok(Unverified {
@@ -190,6 +195,28 @@ mod tests {
             assert!(
                 matches!(parse(&forged, TYP_HEARTBEAT), Err(JwsError::Header(_))),
                 "{header}"
+            );
+        }
+    }
+
+    #[test]
+    fn signature_must_be_86_canonical_base64url_characters() {
+        let key = keys::generate();
+        let jws = sign(&key, TYP_HEARTBEAT, b"x");
+        let (input, sig) = jws.rsplit_once('.').unwrap();
+        assert!(parse(&jws, TYP_HEARTBEAT).is_ok());
+        // 64 bytes in 86 characters leave 4 unused bits in the last one; 'B' sets one.
+        let noncanonical = format!("{input}.{}B", &sig[..85]);
+        let forms = [
+            format!("{input}.{sig}=="),
+            format!("{input}.{}", &sig[..85]),
+            format!("{input}.{sig}A"),
+            noncanonical,
+        ];
+        for form in &forms {
+            assert!(
+                matches!(parse(form, TYP_HEARTBEAT), Err(JwsError::Malformed(_))),
+                "{form}"
             );
         }
     }

@@ -79,14 +79,10 @@ async fn accept_heartbeat(
             .verify_strict(unverified.signing_input(), unverified.signature())
             .is_ok(),
     };
-    let payload = Verified {
-        entry,
-        kid: unverified.kid().to_owned(),
-        bytes: unverified
-            .payload_if_verified(verified)
-            .map_err(signature_error)?,
-    };
-    let report: HeartbeatReport = serde_json::from_slice(&payload.bytes).map_err(|e| {
+    let payload = unverified
+        .payload_if_verified(verified)
+        .map_err(signature_error)?;
+    let report: HeartbeatReport = serde_json::from_slice(&payload).map_err(|e| {
         ApiError::new(
             RejectCode::MalformedReport,
             format!("signed payload is not a heartbeat report: {e}"),
@@ -96,7 +92,7 @@ async fn accept_heartbeat(
         .validate()
         .map_err(|e| ApiError::new(RejectCode::MalformedReport, e))?;
     let answer = fleet
-        .accept(&payload.entry, &payload.kid, &report, now, Timestamp::now())
+        .accept(&entry, unverified.kid(), &report, now, Timestamp::now())
         .inspect_err(
             |r| tracing::debug!(cluster = %cluster, code = %r.code, "heartbeat refused"),
         )?;
@@ -168,7 +164,6 @@ fn serve_config(
 
 struct Verified {
     entry: std::sync::Arc<crate::fleet::ClusterEntry>,
-    kid: String,
     bytes: Vec<u8>,
 }
 
@@ -205,11 +200,7 @@ fn verified_payload(
     let unverified = parse_jws(body, typ)?;
     let (entry, key) = fleet.lookup(cluster, unverified.kid())?;
     let bytes = unverified.verify(&key).map_err(signature_error)?;
-    Ok(Verified {
-        entry,
-        kid: unverified.kid().to_owned(),
-        bytes,
-    })
+    Ok(Verified { entry, bytes })
 }
 
 /// The JWS structure and header rules.
