@@ -86,6 +86,10 @@ pub struct Args {
     /// The `fleetpulse-hub` binary (default: next to this one).
     #[arg(long, env = "LOADGEN_HUB_BIN")]
     pub hub_bin: Option<PathBuf>,
+    /// Send `GET /healthz` on the same schedule instead of heartbeats, to measure what the
+    /// hub spends on an HTTPS request that does nothing (the transport floor).
+    #[arg(long, env = "LOADGEN_FLOOR")]
+    pub floor: bool,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -184,9 +188,15 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         warmup_rounds: args.warmup_rounds,
         rounds: plan.rounds,
         max_in_flight: args.max_in_flight.max(1),
+        floor: args.floor,
     };
     println!(
-        "load: transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds}",
+        "load: {} transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds}",
+        if args.floor {
+            "GET /healthz (floor)"
+        } else {
+            "heartbeats"
+        },
         args.transport.as_str(),
         clients.len(),
         interval,

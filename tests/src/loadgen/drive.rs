@@ -31,6 +31,9 @@ pub struct Schedule {
     pub rounds: usize,
     /// Most heartbeats in flight at once.
     pub max_in_flight: usize,
+    /// Send `GET /healthz` instead of each heartbeat: what the hub spends on an HTTPS
+    /// request that does nothing (the transport floor).
+    pub floor: bool,
 }
 
 /// What a run measured.
@@ -61,6 +64,7 @@ pub async fn drive(
         .iter()
         .map(|a| base.join(&a.path))
         .collect::<Result<Vec<_>, _>>()?;
+    let healthz = base.join("/healthz")?;
     let tallies = Arc::new([Mutex::new(Tally::default()), Mutex::new(Tally::default())]);
     let permits = Arc::new(Semaphore::new(schedule.max_in_flight));
     let n = agents.len().max(1) as u32;
@@ -86,11 +90,16 @@ pub async fn drive(
                 timed_start = Some(Instant::now());
             }
             max_send_lag = max_send_lag.max(due.elapsed());
-            let request = clients[i % clients.len()]
-                .post(urls[i].clone())
-                .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
-                .header(ACCEPT, "application/json")
-                .body(agent.reports[round].clone());
+            let client = &clients[i % clients.len()];
+            let request = if schedule.floor {
+                client.get(healthz.clone())
+            } else {
+                client
+                    .post(urls[i].clone())
+                    .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
+                    .header(ACCEPT, "application/json")
+                    .body(agent.reports[round].clone())
+            };
             let tallies = tallies.clone();
             tokio::spawn(async move {
                 let outcome = send(request).await;
