@@ -9,9 +9,11 @@
 //! - [`drive`]: sending on schedule and counting outcomes.
 //! - [`verify`]: the single-core `verify_strict` rate, measured in the same run.
 //! - [`stats`]: tallies, percentiles and the machine-readable last line.
+//! - [`agent`]: the agent's own footprint (`--agent-footprint`), idle and with a check.
 //!
 //! docs/performance.md describes the method and the figures.
 
+pub mod agent;
 pub mod client;
 pub mod drive;
 pub mod hub;
@@ -90,6 +92,14 @@ pub struct Args {
     /// hub spends on an HTTPS request that does nothing (the transport floor).
     #[arg(long, env = "LOADGEN_FLOOR")]
     pub floor: bool,
+    /// Instead of the load: measure one real agent's RSS and CPU, idle and with a Lua check
+    /// over this many Pods in its (simulated) cluster; needs `fleetpulse-agent` built next
+    /// to `fleetpulse-hub`.
+    #[arg(long, env = "LOADGEN_AGENT_FOOTPRINT", value_name = "PODS")]
+    pub agent_footprint: Option<usize>,
+    /// Seconds each agent-footprint phase is measured.
+    #[arg(long, env = "LOADGEN_AGENT_SECONDS", default_value_t = 60)]
+    pub agent_seconds: u64,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -104,6 +114,14 @@ pub struct Run {
     pub rejected: u64,
     /// Heartbeats without an answer (warm-up and timed).
     pub failed: u64,
+}
+
+/// Measures one agent's footprint (`--agent-footprint`) and prints it.
+pub async fn run_agent_footprint(args: &Args, pods: usize) -> anyhow::Result<()> {
+    let work = tempfile::tempdir()?;
+    let bin = hub::hub_binary(args.hub_bin.as_deref())?;
+    let seconds = args.agent_seconds;
+    agent::footprint(pods, args.interval_seconds, seconds, work.path(), &bin).await
 }
 
 /// Runs the load and prints its figures to stdout, the [`FinalLine`] last.

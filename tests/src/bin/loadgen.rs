@@ -9,7 +9,11 @@ use fleetpulse_tests::loadgen::{self, Args};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let run = loadgen::run(Args::parse()).await?;
+    let args = Args::parse();
+    if let Some(pods) = args.agent_footprint {
+        return loadgen::run_agent_footprint(&args, pods).await;
+    }
+    let run = loadgen::run(args).await?;
     if run.rejected + run.failed > 0 {
         eprintln!(
             "loadgen: {} heartbeats were refused and {} got no answer; see the refusals above",

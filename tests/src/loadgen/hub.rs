@@ -216,9 +216,11 @@ pub struct ProcSample {
     pub cpu_secs: f64,
     /// VmRSS, in KiB.
     pub rss_kib: u64,
+    /// VmHWM (the peak of VmRSS since the process started), in KiB.
+    pub hwm_kib: u64,
 }
 
-/// Reads `/proc/<pid>/stat` (utime, stime) and `/proc/<pid>/status` (VmRSS).
+/// Reads `/proc/<pid>/stat` (utime, stime) and `/proc/<pid>/status` (VmRSS, VmHWM).
 pub fn sample(pid: u32, ticks_per_sec: f64) -> anyhow::Result<ProcSample> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -229,15 +231,18 @@ pub fn sample(pid: u32, ticks_per_sec: f64) -> anyhow::Result<ProcSample> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     Ok(ProcSample {
         cpu_secs: ticks as f64 / ticks_per_sec,
-        rss_kib,
+        rss_kib: kib("VmRSS:"),
+        hwm_kib: kib("VmHWM:"),
     })
 }
 
