@@ -1,8 +1,8 @@
 //! The hub's HTTP API: the agent endpoints (heartbeat, config), the read API and probes.
 //! Built as one axum [`Router`] so tests call it in-process and the server wraps it in TLS.
 //!
-//! Heartbeat signatures are verified one by one (`verify_strict`), or in batches of
-//! concurrent heartbeats when [`batch::BATCH_VERIFY_ENV`] asks for it ([`batch`]).
+//! Heartbeat signatures are verified in batches of concurrent heartbeats ([`batch`]), or
+//! one by one with `verify_strict` when batching is off.
 
 pub mod agent;
 pub mod batch;
@@ -49,14 +49,9 @@ impl FromRef<IngestState> for AppState {
     }
 }
 
-/// The hub's router, batching signature checks as [`BatchSettings::from_env`] says.
-pub fn router(state: AppState) -> Router {
-    router_with(state, BatchSettings::from_env())
-}
-
 /// The hub's router, batching heartbeat signature checks with `batch` (`None`: one
 /// `verify_strict` per heartbeat).
-pub fn router_with(state: AppState, batch: Option<BatchSettings>) -> Router {
+pub fn router(state: AppState, batch: Option<BatchSettings>) -> Router {
     if let Some(settings) = &batch {
         tracing::info!(
             max_batch = settings.max_batch,

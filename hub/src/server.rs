@@ -27,7 +27,7 @@ use crate::brake::BrakeSettings;
 use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
 use crate::health::Debounce;
-use crate::ingest::{self, AppState};
+use crate::ingest::{self, AppState, BatchSettings};
 use crate::kubernetes::leader::{self, LeaderSettings, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
@@ -110,6 +110,8 @@ pub struct HubOptions {
     /// `lastHeartbeatTime` (and check results) on the API stay that fresh; zero writes
     /// status on transitions only.
     pub status_refresh: Duration,
+    /// How heartbeat signatures are batched (`None`: one `verify_strict` each).
+    pub batch_verify: Option<BatchSettings>,
 }
 
 impl HubOptions {
@@ -131,6 +133,7 @@ impl HubOptions {
             kube: None,
             leader: None,
             status_refresh: Duration::from_secs(300),
+            batch_verify: Some(BatchSettings::default()),
         }
     }
 }
@@ -262,10 +265,13 @@ impl Starting {
                 (fleet, Some(manifests))
             }
         };
-        let app = ingest::router(AppState {
-            fleet: fleet.clone(),
-            ready: Arc::new(AtomicBool::new(true)),
-        });
+        let app = ingest::router(
+            AppState {
+                fleet: fleet.clone(),
+                ready: Arc::new(AtomicBool::new(true)),
+            },
+            opts.batch_verify,
+        );
         router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),

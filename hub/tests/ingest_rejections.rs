@@ -159,10 +159,15 @@ impl Fixture {
         let problems = fleet.reload(objects, Instant::now(), Timestamp::now());
         assert!(problems.is_empty(), "{problems:?}");
         let ready = Arc::new(AtomicBool::new(true));
-        let app = ingest::router(AppState {
-            fleet: fleet.clone(),
-            ready: ready.clone(),
-        });
+        // Strict verification, one signature at a time: every refusal below is the
+        // strict one (batching refuses the same, see `ingest::batch`).
+        let app = ingest::router(
+            AppState {
+                fleet: fleet.clone(),
+                ready: ready.clone(),
+            },
+            None,
+        );
         Self {
             app,
             fleet,

@@ -100,6 +100,13 @@ pub struct Args {
     /// Seconds each agent-footprint phase is measured.
     #[arg(long, env = "LOADGEN_AGENT_SECONDS", default_value_t = 60)]
     pub agent_seconds: u64,
+    /// Run the hub on these CPUs only (a `taskset` list such as `1`), so that it does not
+    /// share cores with the load generator; needs util-linux's `taskset`.
+    #[arg(long, env = "LOADGEN_HUB_CPUS", value_name = "LIST")]
+    pub hub_cpus: Option<String>,
+    /// Run the load generator itself on these CPUs only (a `taskset` list such as `0`).
+    #[arg(long, env = "LOADGEN_CPUS", value_name = "LIST")]
+    pub loadgen_cpus: Option<String>,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -126,6 +133,9 @@ pub async fn run_agent_footprint(args: &Args, pods: usize) -> anyhow::Result<()>
 
 /// Runs the load and prints its figures to stdout, the [`FinalLine`] last.
 pub async fn run(args: Args) -> anyhow::Result<Run> {
+    if let Some(cpus) = &args.loadgen_cpus {
+        hub::pin_process(std::process::id(), cpus)?;
+    }
     let work = tempfile::tempdir()?;
     let manifests = args
         .manifests_dir
@@ -143,7 +153,7 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         (Some(url), Some(ca)) => HubUnderTest::external(url.clone(), ca, args.hub_pid)?,
         _ => {
             let bin = hub::hub_binary(args.hub_bin.as_deref())?;
-            HubUnderTest::start_embedded(&bin, &manifests, work.path())?
+            HubUnderTest::start_embedded(&bin, &manifests, work.path(), args.hub_cpus.as_deref())?
         }
     };
     let setup = client::client(&hub.ca_pem, Transport::Http2)?;
@@ -209,7 +219,8 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         floor: args.floor,
     };
     println!(
-        "load: {} transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds}",
+        "load: {} transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds} \
+         hub_cpus={} loadgen_cpus={}",
         if args.floor {
             "GET /healthz (floor)"
         } else {
@@ -219,6 +230,8 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         clients.len(),
         interval,
         args.warmup_rounds,
+        args.hub_cpus.as_deref().unwrap_or("any"),
+        args.loadgen_cpus.as_deref().unwrap_or("any"),
     );
     let mut driven = drive::drive(&agents, &clients, &hub.url, schedule, &probe).await?;
     let end = probe();

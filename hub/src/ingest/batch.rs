@@ -1,4 +1,5 @@
-//! Batch verification of concurrent heartbeats' signatures (opt-in).
+//! Batch verification of concurrent heartbeats' signatures (on by default;
+//! `fleetpulse-hub serve --batch-verify=false` verifies each with `verify_strict`).
 //!
 //! The first heartbeat to arrive at an empty queue starts a batch; heartbeats arriving
 //! within [`BatchSettings::max_wait`] join it (up to [`BatchSettings::max_batch`]), and one
@@ -21,9 +22,6 @@ use tokio::sync::{Notify, oneshot};
 
 use fleetpulse_common::protocol::jws::batch::{Item, verify_many};
 
-/// The environment variable that turns batching on (`1`, `true` or `on`).
-pub const BATCH_VERIFY_ENV: &str = "FLEETPULSE_BATCH_VERIFY";
-
 /// How signatures are batched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchSettings {
@@ -41,19 +39,6 @@ impl Default for BatchSettings {
             max_batch: 32,
             max_wait: Duration::from_millis(10),
         }
-    }
-}
-
-impl BatchSettings {
-    /// Batching as [`BATCH_VERIFY_ENV`] asks: default settings when it is `1`, `true` or
-    /// `on`, none (one `verify_strict` per heartbeat) otherwise.
-    pub fn from_env() -> Option<Self> {
-        let value = std::env::var(BATCH_VERIFY_ENV).ok()?;
-        matches!(
-            value.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "on"
-        )
-        .then(Self::default)
     }
 }
 

@@ -47,8 +47,14 @@ pub fn hub_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 impl HubUnderTest {
     /// Starts `bin serve` over HTTPS on a free loopback port with the manifests in
-    /// `manifests`, its store and PKI under `work`, logging to `work/hub.log`.
-    pub fn start_embedded(bin: &Path, manifests: &Path, work: &Path) -> anyhow::Result<Self> {
+    /// `manifests`, its store and PKI under `work`, logging to `work/hub.log`; only on
+    /// `cpus` (a `taskset` list) when given.
+    pub fn start_embedded(
+        bin: &Path,
+        manifests: &Path,
+        work: &Path,
+        cpus: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let pki = Pki::generate(work)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
@@ -56,7 +62,15 @@ impl HubUnderTest {
         let log = work.join("hub.log");
         let data = work.join("data");
         let out = File::create(&log)?;
-        let mut command = Command::new(bin);
+        // `taskset` execs the hub, so the child's pid is the hub's.
+        let mut command = match cpus {
+            Some(list) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", list]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         command
             .arg("serve")
             .arg("--manifests")
@@ -255,4 +269,22 @@ pub fn ticks_per_second() -> f64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
+}
+
+/// Restricts every thread of process `pid` to `cpus` (a `taskset` list); threads it starts
+/// later inherit the mask.
+pub fn pin_process(pid: u32, cpus: &str) -> anyhow::Result<()> {
+    let out = Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| {
+            anyhow::anyhow!("cannot run taskset (util-linux) to pin to CPUs {cpus}: {e}")
+        })?;
+    anyhow::ensure!(
+        out.status.success(),
+        "taskset could not pin process {pid} to CPUs {cpus:?}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }
