@@ -108,6 +108,12 @@ impl Running {
         lines.iter().find(|l| l.contains(needle)).cloned()
     }
 
+    /// The `addr=` field of the first captured stderr line containing `needle`: where a
+    /// server started on port 0 really listens (no bind-then-drop port race).
+    pub fn logged_addr(&self, needle: &str) -> Option<std::net::SocketAddr> {
+        addr_field(&self.log_line(needle)?)
+    }
+
     /// Sends a signal by name with the `kill` command, e.g. `STOP` (freeze the process, as
     /// a partition or a hung node would), `CONT` (resume it) or `KILL`.
     pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
@@ -168,6 +174,15 @@ impl Drop for Running {
     }
 }
 
+/// The socket address in the `addr=` field of a log line, as the hub logs `listening` and
+/// `hub serving`.
+pub fn addr_field(line: &str) -> Option<std::net::SocketAddr> {
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix("addr="))?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -177,5 +192,12 @@ mod tests {
             super::strip_ansi(coloured),
             "2025  INFO hub serving addr=127.0.0.1:1"
         );
+    }
+
+    #[test]
+    fn the_address_is_read_from_the_addr_field() {
+        let line = "2025  INFO fleetpulse_hub::server: listening addr=127.0.0.1:40123 tls=true";
+        assert_eq!(super::addr_field(line), "127.0.0.1:40123".parse().ok());
+        assert_eq!(super::addr_field("hub serving tls=true"), None);
     }
 }

@@ -1,7 +1,6 @@
 //! The real binaries, as an operator runs them: `fleetpulse-agent keygen`, `fleetpulse-hub
 //! serve` over HTTPS, `fleetpulse-agent run`, `fleetpulse-hub get`, and a graceful SIGTERM.
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use fleetpulse_common::api::MemberCluster;
@@ -11,14 +10,6 @@ use fleetpulse_tests::fleet::condition_of;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::{self, Running};
 use fleetpulse_tests::wait::blocking_until;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn get_clusters(server: &str, ca: &str) -> Option<Vec<MemberCluster>> {
     let out = process::run(
@@ -63,11 +54,9 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
         ),
     )?;
 
-    let port = free_port();
-    let server = format!("https://localhost:{port}");
-    let listen = format!("127.0.0.1:{port}");
-    let mut hub = Running::spawn(
+    let mut hub = Running::spawn_logged(
         "fleetpulse-hub",
+        "hub",
         &[
             "serve",
             "--manifests",
@@ -75,13 +64,23 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
             "--data",
             &path("data"),
             "--listen",
-            &listen,
+            "127.0.0.1:0",
             "--tls-cert",
             &pki.server_cert.display().to_string(),
             "--tls-key",
             &pki.server_key.display().to_string(),
         ],
     )?;
+    // Port 0: the hub logs where it listens (no port race with other tests).
+    let mut addr = None;
+    blocking_until("the hub to listen", Duration::from_secs(20), || {
+        addr = hub.logged_addr("listening");
+        addr.is_some() || hub.exited().is_some()
+    })?;
+    let port = addr
+        .ok_or_else(|| anyhow::anyhow!("the hub exited before listening (its log is above)"))?
+        .port();
+    let server = format!("https://localhost:{port}");
     blocking_until(
         "the hub to serve its read API",
         Duration::from_secs(20),

@@ -28,12 +28,13 @@ impl KubeFleet {
         if let Some(status) = exited {
             anyhow::bail!("the hub exited with {status} before serving (its log is above)");
         }
-        let line = hub.log_line("hub serving").unwrap_or_default();
-        let addr = line
-            .split_whitespace()
-            .find_map(|field| field.strip_prefix("addr="))
-            .ok_or_else(|| anyhow::anyhow!("no addr= in the hub's log line {line:?}"))?;
-        self.hub_addr = Some(addr.parse()?);
+        let addr = hub.logged_addr("hub serving").ok_or_else(|| {
+            anyhow::anyhow!(
+                "no addr= in the hub's log line {:?}",
+                hub.log_line("hub serving")
+            )
+        })?;
+        self.hub_addr = Some(addr);
         self.hub = Some(hub);
         Ok(())
     }

@@ -56,9 +56,6 @@ impl HubUnderTest {
         cpus: Option<&str>,
     ) -> anyhow::Result<Self> {
         let pki = Pki::generate(work)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
         let log = work.join("hub.log");
         let data = work.join("data");
         let out = File::create(&log)?;
@@ -77,7 +74,7 @@ impl HubUnderTest {
             .arg(manifests)
             .arg("--data")
             .arg(&data)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--listen", "127.0.0.1:0"])
             .arg("--tls-cert")
             .arg(&pki.server_cert)
             .arg("--tls-key")
@@ -92,13 +89,49 @@ impl HubUnderTest {
         let child = command
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", bin.display()))?;
-        Ok(Self {
-            url: format!("https://localhost:{port}").parse()?,
+        let mut hub = Self {
+            url: "https://localhost/".parse()?,
             ca_pem: std::fs::read(&pki.ca_cert)?,
             pid: Some(child.id()),
             log: Some(log),
             child: Some(child),
-        })
+        };
+        let port = hub.listening_port(Duration::from_secs(30))?;
+        hub.url = format!("https://localhost:{port}").parse()?;
+        Ok(hub)
+    }
+
+    /// The port the hub bound (it listens on port 0 and logs `listening addr=...`, so there
+    /// is no race for a free port), waiting for that line up to `timeout`.
+    fn listening_port(&mut self, timeout: Duration) -> anyhow::Result<u16> {
+        let start = Instant::now();
+        loop {
+            let log = self.log.as_ref().map(std::fs::read_to_string);
+            if let Some(Ok(text)) = log
+                && let Some(addr) = text
+                    .lines()
+                    .filter(|l| l.contains("listening"))
+                    .find_map(crate::process::addr_field)
+            {
+                return Ok(addr.port());
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                anyhow::bail!(
+                    "the hub exited with {status} before listening{}",
+                    self.log_tail()
+                );
+            }
+            anyhow::ensure!(
+                start.elapsed() < timeout,
+                "the hub did not log where it listens within {timeout:?}{}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// A hub that is already running.
