@@ -30,6 +30,7 @@ done
 run "10k x 10s shared" $loadgen --clusters 10000 --interval-seconds 10 --duration-seconds 60
 run "1k x 1s new connection per heartbeat" $loadgen --clusters 1000 --interval-seconds 1 --duration-seconds 30 "${pinned[@]}" --transport new-connection
 run "10k x 1s HTTP/1.1" $loadgen --clusters 10000 --interval-seconds 1 --duration-seconds 30 "${pinned[@]}" --transport http1 --connections 64
+run "10k x 10s, one connection per agent" $loadgen --clusters 10000 --interval-seconds 10 --duration-seconds 60 "${pinned[@]}" --connections 10000
 for n in 1000 10000 30000; do
     run "memory, $n clusters" $loadgen --clusters "$n" --interval-seconds 10 --duration-seconds 30 "${pinned[@]}"
 done
