@@ -3,17 +3,18 @@
 //! last accepted `(incarnation, seq)` per key (flushed in batches).
 //!
 //! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation and
-//! [`memory::MemoryStore`] its test double. The
-//! Kubernetes mode (a later issue) implements the same trait over CR status. Writes go
-//! through a [`StoreWriter`]: a thread that applies queued writes in one transaction per
-//! batch, so the heartbeat path never waits on disk.
+//! [`memory::MemoryStore`] its test double; the
+//! Kubernetes mode implements the same trait over CR status
+//! ([`crate::kubernetes::store::KubeStore`]). Writes go
+//! through a [`StoreWriter`] ([`writer`]): a thread that applies queued writes in one
+//! transaction per batch, so the heartbeat path never waits on disk, and retries a failed
+//! batch with backoff.
 
 pub mod memory;
 pub mod sqlite;
+pub mod writer;
 
 use std::collections::HashMap;
-use std::sync::mpsc;
-use std::thread;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,8 @@ use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use crate::selection::SetKey;
+
+pub use writer::{RetrySettings, StoreWriter};
 
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -112,69 +115,4 @@ pub trait Store: Send + 'static {
     fn load(&mut self) -> Result<Snapshot, StoreError>;
     /// Applies writes atomically.
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
-}
-
-enum Command {
-    Write(Vec<Write>),
-    Sync(mpsc::Sender<()>),
-}
-
-/// Queues writes to a [`Store`] running on its own thread.
-#[derive(Clone, Debug)]
-pub struct StoreWriter {
-    tx: mpsc::Sender<Command>,
-}
-
-impl std::fmt::Debug for Command {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Command")
-    }
-}
-
-impl StoreWriter {
-    /// Starts the writer thread. A failed write is logged with its error and retried with
-    /// the next batch, so nothing is lost while the disk recovers.
-    pub fn spawn(mut store: impl Store) -> Self {
-        let (tx, rx) = mpsc::channel::<Command>();
-        thread::Builder::new()
-            .name("fleetpulse-store".into())
-            .spawn(move || {
-                let mut pending: Vec<Write> = Vec::new();
-                while let Ok(first) = rx.recv() {
-                    let mut waiters = Vec::new();
-                    for cmd in std::iter::once(first).chain(rx.try_iter()) {
-                        match cmd {
-                            Command::Write(w) => pending.extend(w),
-                            Command::Sync(done) => waiters.push(done),
-                        }
-                    }
-                    if !pending.is_empty() {
-                        match store.apply(&pending) {
-                            Ok(()) => pending.clear(),
-                            Err(e) => tracing::error!(error = %e, queued = pending.len(), "store write failed; will retry"),
-                        }
-                    }
-                    for w in waiters {
-                        let _ = w.send(());
-                    }
-                }
-            })
-            .expect("spawning the store thread");
-        Self { tx }
-    }
-
-    /// Queues writes (no-op for an empty batch).
-    pub fn send(&self, writes: Vec<Write>) {
-        if !writes.is_empty() {
-            let _ = self.tx.send(Command::Write(writes));
-        }
-    }
-
-    /// Blocks until everything queued before this call was applied (or tried).
-    pub fn sync(&self) {
-        let (done, wait) = mpsc::channel();
-        if self.tx.send(Command::Sync(done)).is_ok() {
-            let _ = wait.recv();
-        }
-    }
 }
