@@ -182,7 +182,9 @@ impl Fleet {
 
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
-        let mut counts: HashMap<(&'static str, Status), i64> = HashMap::new();
+        // Clusters per condition (REACHABLE, READY, HEALTHY) and status (True, False,
+        // Unknown): a fixed table, no hashing per cluster.
+        let mut counts = [[0i64; 3]; 3];
         self.run_hub_checks(now, wall);
         let mut any_changed = false;
         // What the partition brake needs, gathered in the same pass (paused clusters excluded).
@@ -196,10 +198,8 @@ impl Fleet {
             }
             let verdict = state.liveness.judge(now, grace_period);
             let changed = !entry.object.spec.paused && state.health.observe(verdict, grace, wall);
-            for type_ in [REACHABLE, READY, HEALTHY] {
-                *counts
-                    .entry((type_, state.health.status(type_)))
-                    .or_default() += 1;
+            for (row, type_) in CONDITIONS.into_iter().enumerate() {
+                counts[row][status_index(state.health.status(type_))] += 1;
             }
             if changed {
                 any_changed = true;
@@ -212,13 +212,13 @@ impl Fleet {
         if self.drive_brake(now, wall, brake_samples) || any_changed {
             self.evaluate_sets(wall);
         }
-        for condition in [REACHABLE, READY, HEALTHY] {
+        for (row, condition) in CONDITIONS.into_iter().enumerate() {
             for status in [Status::True, Status::False, Status::Unknown] {
                 let labels = ConditionLabels {
                     condition,
                     status: status.as_str(),
                 };
-                let count = counts.get(&(condition, status)).copied().unwrap_or(0);
+                let count = counts[row][status_index(status)];
                 self.metrics.clusters.get_or_create(&labels).set(count);
             }
         }
@@ -331,5 +331,16 @@ impl Fleet {
             cluster: cluster.clone(),
             record,
         }]);
+    }
+}
+
+/// The conditions the `fleetpulse_clusters` gauge counts, in its table's row order.
+const CONDITIONS: [&str; 3] = [REACHABLE, READY, HEALTHY];
+
+fn status_index(status: Status) -> usize {
+    match status {
+        Status::True => 0,
+        Status::False => 1,
+        Status::Unknown => 2,
     }
 }

@@ -324,3 +324,21 @@ fn a_long_partition_freezes_sets_and_a_cluster_still_silent_is_replaced_after_se
     assert_eq!(sim.brake(), "Released");
     assert_eq!(sim.selected(), ["c1"]);
 }
+
+#[test]
+fn the_clusters_gauge_counts_each_condition_status_at_the_last_tick() {
+    let mut sim = Sim::new(3, cluster_set(1, 0));
+    sim.run_until(100, |i, s| i != 0 || s < 60);
+    let metrics = sim.fleet.encode_metrics();
+    for (line, count) in [
+        (r#"condition="Reachable",status="True""#, 2),
+        (r#"condition="Reachable",status="False""#, 1),
+        (r#"condition="Reachable",status="Unknown""#, 0),
+    ] {
+        let expected = format!("fleetpulse_hub_clusters{{{line}}} {count}");
+        assert!(
+            metrics.lines().any(|l| l == expected),
+            "no line {expected:?} in:\n{metrics}"
+        );
+    }
+}
