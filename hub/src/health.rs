@@ -295,4 +295,4 @@ fn failing_names(report: &HeartbeatReport, phase: CheckPhase) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -137,15 +137,7 @@ impl Running {
     /// Sends SIGTERM (a graceful stop) and returns whether the process exited successfully
     /// within `timeout`.
     pub fn terminate(&mut self, timeout: std::time::Duration) -> anyhow::Result<bool> {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
-        anyhow::ensure!(sent.success(), "could not signal {} ({pid})", self.name);
-        let mut status = None;
-        crate::wait::blocking_until(&format!("{} to exit", self.name), timeout, || {
-            status = self.child.try_wait().ok().flatten();
-            status.is_some()
-        })?;
-        Ok(status.is_some_and(|s| s.success()))
+        Ok(terminate_child(&mut self.child, &self.name, timeout)?.success())
     }
 }
 
@@ -172,6 +164,24 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends SIGTERM (a graceful stop) to `child` (`name` in messages) and waits up to
+/// `timeout` for it to exit; its exit status, or an error if it is still running.
+pub fn terminate_child(
+    child: &mut std::process::Child,
+    name: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+    anyhow::ensure!(sent.success(), "could not signal {name} ({pid})");
+    let mut status = None;
+    crate::wait::blocking_until(&format!("{name} to exit"), timeout, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    })?;
+    status.ok_or_else(|| anyhow::anyhow!("{name} ({pid}) did not exit"))
 }
 
 /// The socket address in the `addr=` field of a log line, as the hub logs `listening` and

@@ -120,13 +120,7 @@ impl Fleet {
         if let Some(record) = write {
             tracing::info!(cluster = %entry.id, seq = pos.seq, "cluster conditions changed on report");
             self.write_status(&entry.id, record);
-            // Evaluating the sets looks at every cluster: skip it when there is no set to
-            // evaluate (a fleet of 10,000 clusters starting up would pay it 10,000 times).
-            let registry = self.registry();
-            let objects = registry.objects();
-            if !objects.cluster_sets.is_empty() || !objects.sets.is_empty() {
-                self.evaluate_sets(wall);
-            }
+            self.evaluate_sets(wall);
         }
         Ok(answer)
     }

@@ -164,10 +164,10 @@ impl ClusterState {
 mod tests {
     use super::*;
     use fleetpulse_common::api::{CheckKind, CheckPhase};
-    use fleetpulse_common::protocol::report::{CheckResult, ClusterId, SCHEMA_VERSION, Summary};
+    use fleetpulse_common::protocol::report::CheckResult;
 
     fn report(checks: &[(&str, bool, &str)]) -> HeartbeatReport {
-        let checks: Vec<CheckResult> = checks
+        let checks = checks
             .iter()
             .map(|(name, passing, message)| CheckResult {
                 name: (*name).into(),
@@ -180,21 +180,7 @@ mod tests {
                 success_rate_percent: None,
             })
             .collect();
-        HeartbeatReport {
-            schema_version: SCHEMA_VERSION,
-            aud: "fleetpulse".into(),
-            cluster: ClusterId::new("fleet", "a"),
-            cluster_uid: "uid".into(),
-            agent_version: "t".into(),
-            incarnation: 1,
-            seq: 1,
-            iat: 0,
-            exp: 60,
-            interval_seconds: 10,
-            config_generation: 0,
-            summary: Summary::of(&checks),
-            checks,
-        }
+        crate::health::tests::report("uid", checks)
     }
 
     #[test]

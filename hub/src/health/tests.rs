@@ -22,7 +22,8 @@ fn check(name: &str, phase: CheckPhase, passing: bool) -> CheckResult {
     }
 }
 
-fn report(uid: &str, checks: Vec<CheckResult>) -> HeartbeatReport {
+/// A report from cluster `fleet/a` with `checks` (also used by `fleet::cluster`'s tests).
+pub(crate) fn report(uid: &str, checks: Vec<CheckResult>) -> HeartbeatReport {
     HeartbeatReport {
         schema_version: 1,
         aud: "hub".into(),

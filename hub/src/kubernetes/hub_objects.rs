@@ -23,14 +23,17 @@ use fleetpulse_common::api::{ClusterCheck, HealthPolicy, MemberCluster};
 pub type Kind = (String, String, String);
 
 /// The kinds the hub-side checks of these objects read.
-pub fn kinds_read(clusters: &[MemberCluster], policies: &[HealthPolicy]) -> BTreeSet<Kind> {
-    let cluster_checks = clusters.iter().flat_map(|c| {
+pub fn kinds_read<'a>(
+    clusters: impl IntoIterator<Item = &'a MemberCluster>,
+    policies: impl IntoIterator<Item = &'a HealthPolicy>,
+) -> BTreeSet<Kind> {
+    let cluster_checks = clusters.into_iter().flat_map(|c| {
         c.spec
             .readiness_checks
             .iter()
             .chain(&c.spec.liveness_checks)
     });
-    let policy_checks = policies.iter().flat_map(|p| {
+    let policy_checks = policies.into_iter().flat_map(|p| {
         p.spec
             .readiness_checks
             .iter()

@@ -106,19 +106,10 @@ impl KubeSource {
     }
 
     async fn watch_hub_kinds(&mut self) -> bool {
+        let (clusters, policies) = (self.member_clusters.state(), self.health_policies.state());
         let kinds = hub_objects::kinds_read(
-            &self
-                .member_clusters
-                .state()
-                .iter()
-                .map(|o| (**o).clone())
-                .collect::<Vec<_>>(),
-            &self
-                .health_policies
-                .state()
-                .iter()
-                .map(|o| (**o).clone())
-                .collect::<Vec<_>>(),
+            clusters.iter().map(AsRef::as_ref),
+            policies.iter().map(AsRef::as_ref),
         );
         self.hub_objects.watch(&kinds).await
     }

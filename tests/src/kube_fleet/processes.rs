@@ -17,23 +17,7 @@ impl KubeFleet {
     pub async fn start_hub(&mut self) -> anyhow::Result<()> {
         anyhow::ensure!(self.hub.is_none(), "the hub is already running");
         let args = self.hub_args(self.hub_addr, &[]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut hub = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
-        let mut exited = None;
-        wait::until("the hub to serve", Duration::from_secs(30), || {
-            exited = hub.exited();
-            exited.is_some() || hub.log_line("hub serving").is_some()
-        })
-        .await?;
-        if let Some(status) = exited {
-            anyhow::bail!("the hub exited with {status} before serving (its log is above)");
-        }
-        let addr = hub.logged_addr("hub serving").ok_or_else(|| {
-            anyhow::anyhow!(
-                "no addr= in the hub's log line {:?}",
-                hub.log_line("hub serving")
-            )
-        })?;
+        let (hub, addr) = spawn_hub("hub", &args, "hub serving").await?;
         self.hub_addr = Some(addr);
         self.hub = Some(hub);
         Ok(())
@@ -134,4 +118,32 @@ impl KubeFleet {
     pub fn resume_agent(&self, i: usize) -> anyhow::Result<()> {
         self.agent(i)?.signal("CONT")
     }
+}
+
+/// Starts `fleetpulse-hub` with `args` (its log lines prefixed with `label` in the test's
+/// output) and waits until it logs `needle` with its address (`addr=`, port 0 resolved).
+pub(super) async fn spawn_hub(
+    label: &str,
+    args: &[String],
+    needle: &str,
+) -> anyhow::Result<(Running, SocketAddr)> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut hub = Running::spawn_logged("fleetpulse-hub", label, &args)?;
+    let mut exited = None;
+    wait::until(
+        &format!("{label} to log {needle:?}"),
+        Duration::from_secs(30),
+        || {
+            exited = hub.exited();
+            exited.is_some() || hub.log_line(needle).is_some()
+        },
+    )
+    .await?;
+    if let Some(status) = exited {
+        anyhow::bail!("{label} exited with {status} before logging {needle:?} (its log is above)");
+    }
+    let addr = hub.logged_addr(needle).ok_or_else(|| {
+        anyhow::anyhow!("no addr= in {label}'s log line {:?}", hub.log_line(needle))
+    })?;
+    Ok((hub, addr))
 }

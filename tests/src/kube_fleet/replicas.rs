@@ -79,27 +79,8 @@ impl KubeFleet {
             HUB_NAMESPACE.into(),
         ];
         let args = self.hub_args(former, &leader);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut hub = Running::spawn_logged("fleetpulse-hub", &format!("hub {id}"), &args)?;
-        let mut exited = None;
-        wait::until(
-            &format!("replica {id} to listen"),
-            Duration::from_secs(30),
-            || {
-                exited = hub.exited();
-                exited.is_some() || hub.log_line("listening").is_some()
-            },
-        )
-        .await?;
-        if let Some(status) = exited {
-            anyhow::bail!("replica {id} exited with {status} before listening");
-        }
-        let line = hub.log_line("listening").unwrap_or_default();
-        let addr: SocketAddr = line
-            .split_whitespace()
-            .find_map(|field| field.strip_prefix("addr="))
-            .ok_or_else(|| anyhow::anyhow!("no addr= in {line:?}"))?
-            .parse()?;
+        let (hub, addr) =
+            super::processes::spawn_hub(&format!("hub {id}"), &args, "listening").await?;
         self.replicas.insert(id.to_owned(), (addr, Some(hub)));
         Ok(addr)
     }

@@ -18,7 +18,8 @@
 //! gains nothing by it (it can sign any report properly), and replay protection does not
 //! rest on signatures being unique (it is the signed `(incarnation, seq)`). So the only
 //! property given up is strong unforgeability against the key holder itself; nothing an
-//! outsider could use. It is still a difference, so batching is opt-in on the hub.
+//! outsider could use. It is still a difference, so the hub lets an operator turn
+//! batching off (`fleetpulse-hub serve --batch-verify=false`; it is on by default).
 //!
 //! When a batch fails, every signature in it is verified again with `verify_strict`, so a
 //! refusal is always a strict refusal, and one bad signature cannot make good ones fail.
