@@ -105,7 +105,10 @@ pub async fn footprint(
         idle.line(&format!("agent idle (heartbeat every {interval}s)"))
     );
     std::fs::write(&file, manifest(&public_key, interval, true))?;
-    if let Err(e) = wait_for(&setup, &status, "pods running", Duration::from_secs(120)).await {
+    // The check's message counts the Pods it saw: all of them, or the round is not the one
+    // to measure.
+    let saw_all = format!(" of {objects} pods running");
+    if let Err(e) = wait_for(&setup, &status, &saw_all, Duration::from_secs(120)).await {
         let log = std::fs::read_to_string(work.join("agent.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(15).collect();
         anyhow::bail!(
