@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 pub struct BrakeSettings {
     /// Share of reporting clusters that must be late at once (default 0.55).
     pub threshold: f64,
-    /// Fewest late clusters that can engage the brake (default 3).
+    /// Fewest late clusters that can engage the brake (default 2: two clusters going
+    /// quiet in the same moment is as suspicious as sixty; one alone is an ordinary
+    /// failure, and the never-empty rule of set selection covers a fleet of one).
     pub min_clusters: usize,
     /// Release even if clusters stay silent this long (`None`: only when they return).
     pub release_after: Option<Duration>,
@@ -33,7 +35,7 @@ impl Default for BrakeSettings {
     fn default() -> Self {
         Self {
             threshold: 0.55,
-            min_clusters: 3,
+            min_clusters: 2,
             release_after: None,
         }
     }
@@ -249,10 +251,26 @@ mod tests {
         let now = t0 + secs(30);
         let mut b = Brake::new(BrakeSettings::default());
         assert_eq!(
-            b.observe(now, fleet(now, 2, 2, t0), GRACE),
+            b.observe(now, fleet(now, 1, 1, t0), GRACE),
             None,
-            "two late is below min_clusters (3)"
+            "one cluster going quiet is an ordinary failure"
         );
+        assert_eq!(
+            b.observe(now, fleet(now, 2, 1, t0), GRACE),
+            None,
+            "one of two is not a majority"
+        );
+        assert_eq!(
+            b.observe(now, fleet(now, 2, 2, t0), GRACE),
+            Some(BrakeEvent::Engaged),
+            "both clusters of an active/passive pair going quiet at once"
+        );
+        let strict = BrakeSettings {
+            min_clusters: 3,
+            ..Default::default()
+        };
+        let mut b = Brake::new(strict);
+        assert_eq!(b.observe(now, fleet(now, 2, 2, t0), GRACE), None);
         assert_eq!(
             b.observe(now, fleet(now, 3, 3, t0), GRACE),
             Some(BrakeEvent::Engaged)

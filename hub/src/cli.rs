@@ -91,8 +91,10 @@ pub struct ServeArgs {
     /// the partitioned side and freeze set reassignment (0 < x <= 1).
     #[arg(long, env = "FLEETPULSE_PARTITION_THRESHOLD", default_value_t = 0.55, value_parser = parse_share)]
     pub partition_threshold: f64,
-    /// Fewest clusters that must go quiet at once to engage the partition brake.
-    #[arg(long, env = "FLEETPULSE_PARTITION_MIN_CLUSTERS", default_value_t = 3)]
+    /// Fewest clusters that must go quiet at once to engage the partition brake (2: both
+    /// clusters of an active/passive pair going quiet together engage it; one alone never
+    /// does, and no set is ever emptied by health either way).
+    #[arg(long, env = "FLEETPULSE_PARTITION_MIN_CLUSTERS", default_value_t = 2)]
     pub partition_min_clusters: usize,
     /// Release the partition brake after this many seconds even if the clusters stay quiet
     /// (0: only when heartbeats return).

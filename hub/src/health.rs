@@ -4,7 +4,9 @@
 //! - `Reachable` follows the failure detector.
 //! - `Ready` latches: it turns True the first time a report from a reachable cluster has
 //!   every readiness check passing and then stays True, so a transient failure never
-//!   makes a cluster ineligible. It resets only when the cluster UID changes (the cluster
+//!   makes a cluster ineligible. Only a report made with the config the hub currently
+//!   wants for the cluster ([`Evidence::Current`]) can latch it: an agent's first report,
+//!   sent before it pulled its checks, carries none and proves nothing. It resets only when the cluster UID changes (the cluster
 //!   was rebuilt behind the same name).
 //! - `Healthy` is the debounced current state: False at once when the cluster becomes
 //!   unreachable (the detector already waited a grace period) or is not ready; otherwise it
@@ -63,6 +65,37 @@ pub mod reason {
     pub const UNREACHABLE: &str = "Unreachable";
     /// The cluster is not ready.
     pub const NOT_READY: &str = "NotReady";
+    /// The agent has not yet reported with the checks the hub wants it to run.
+    pub const AWAITING_CONFIG: &str = "AwaitingConfig";
+}
+
+/// Whether a report can prove readiness: was it made with every check the hub currently
+/// wants for the cluster?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evidence {
+    /// Made with the current config generation, and every hub-side check has run.
+    Current,
+    /// Made with config generation `applied` while the hub wants `wanted` (or, with
+    /// `applied == wanted`, before the hub-side checks of that generation ran): it updates
+    /// liveness, never readiness.
+    Behind {
+        /// The generation the report says the agent applied.
+        applied: u64,
+        /// The generation the hub serves.
+        wanted: u64,
+    },
+}
+
+impl Evidence {
+    /// The evidence of a report made with `applied` when the hub wants `wanted`;
+    /// `hub_checks_ran` says whether every hub-side check of the cluster has a result.
+    pub fn of(applied: u64, wanted: u64, hub_checks_ran: bool) -> Self {
+        if applied >= wanted && hub_checks_ran {
+            Evidence::Current
+        } else {
+            Evidence::Behind { applied, wanted }
+        }
+    }
 }
 
 /// A cluster's health: its conditions plus the debounce memory.
@@ -159,8 +192,14 @@ impl Health {
     }
 
     /// Applies an accepted report (which is also a heartbeat). Returns true if a condition
-    /// changed.
-    pub fn report(&mut self, report: &HeartbeatReport, debounce: Debounce, now: Timestamp) -> bool {
+    /// changed. Readiness is judged only on [`Evidence::Current`].
+    pub fn report(
+        &mut self,
+        report: &HeartbeatReport,
+        evidence: Evidence,
+        debounce: Debounce,
+        now: Timestamp,
+    ) -> bool {
         let mut changed = condition::set(
             &mut self.conditions,
             REACHABLE,
@@ -190,7 +229,10 @@ impl Health {
             self.cluster_uid = Some(uid.clone());
         }
         if self.status(READY) != Status::True {
-            changed |= self.judge_readiness(report, now);
+            changed |= match evidence {
+                Evidence::Current => self.judge_readiness(report, now),
+                Evidence::Behind { applied, wanted } => self.await_config(applied, wanted, now),
+            };
         }
         changed | self.judge_liveness(report, debounce, now)
     }
@@ -220,6 +262,30 @@ impl Health {
                 now,
             )
         }
+    }
+
+    /// Ready stays not True until a report made with the current config arrives.
+    fn await_config(&mut self, applied: u64, wanted: u64, now: Timestamp) -> bool {
+        let c = &mut self.conditions;
+        if condition::find(c, READY).is_some_and(|r| r.reason == reason::CLUSTER_REPLACED) {
+            return false;
+        }
+        let message = if applied < wanted {
+            format!(
+                "waiting for a report made with config generation {wanted} (the agent reports \
+                 generation {applied}); readiness is judged on the checks the hub serves"
+            )
+        } else {
+            "waiting for the first run of the hub-side checks".to_owned()
+        };
+        condition::set(
+            c,
+            READY,
+            Status::False,
+            reason::AWAITING_CONFIG,
+            &message,
+            now,
+        )
     }
 
     fn judge_liveness(

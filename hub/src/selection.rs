@@ -13,6 +13,11 @@
 //!   Free places are filled from eligible clusters in order. With `failback`, the selection
 //!   is instead the first `maxReplicas` of the eligible and still-tolerated clusters in
 //!   order, so a recovered higher-priority cluster displaces its replacement.
+//! - *Never empty on health*: when health alone would leave a set that selected clusters
+//!   with none (every selected cluster past its toleration and no eligible replacement),
+//!   the previously selected clusters that still match stay selected ([`Outcome::held`]);
+//!   downstream tools must not undeploy everywhere because the hub lost sight of the
+//!   clusters. Only operator changes (clusters no longer matching) shrink it further.
 //! - *Frozen* (the partition brake): nothing is dropped or added for health; only what the
 //!   operator changed applies (clusters no longer matching, a smaller `maxReplicas`).
 
@@ -116,6 +121,9 @@ pub struct Outcome {
     pub dropped: Vec<(ClusterId, String)>,
     /// Clusters newly selected.
     pub added: Vec<ClusterId>,
+    /// Previously selected clusters kept although their toleration ran out, because
+    /// dropping them would have emptied the set (no eligible replacement).
+    pub held: Vec<ClusterId>,
 }
 
 /// The priority label's integer value; values beyond 64 bits saturate, anything that is not
@@ -185,17 +193,19 @@ pub fn select(
         .collect();
 
     let mut dropped = Vec::new();
+    let mut held = Vec::new();
     let mut selected: Vec<&ClusterView> = if frozen {
         previous_matching.truncate(max);
         previous_matching
     } else {
+        let fallback: Vec<&ClusterView> = previous_matching.iter().copied().take(max).collect();
         let (keep, expired): (Vec<&ClusterView>, Vec<&ClusterView>) =
             previous_matching.into_iter().partition(|c| tolerated(c));
         dropped = expired
             .iter()
             .map(|c| (c.id.clone(), c.reason.clone()))
             .collect();
-        if spec.failover.failback {
+        let chosen: Vec<&ClusterView> = if spec.failover.failback {
             matching
                 .iter()
                 .copied()
@@ -215,6 +225,14 @@ pub fn select(
                 }
             }
             keep
+        };
+        if chosen.is_empty() && !fallback.is_empty() {
+            // Health alone never empties a set: keep the last selection, drop nobody.
+            dropped.clear();
+            held = fallback.iter().map(|c| c.id.clone()).collect();
+            fallback
+        } else {
+            chosen
         }
     };
     selected.sort_by_key(|c| position(&c.id));
@@ -227,6 +245,7 @@ pub fn select(
             .map(|c| c.id.clone())
             .collect(),
         dropped,
+        held,
         selected: selected.iter().map(|c| c.id.clone()).collect(),
         matching: matching.iter().map(|c| c.id.clone()).collect(),
     }

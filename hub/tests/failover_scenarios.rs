@@ -86,6 +86,12 @@ impl Sim {
             *seq
         };
         let wall = self.wall(self.now);
+        let entry = self
+            .fleet
+            .registry()
+            .cluster(&self.ids[i])
+            .cloned()
+            .expect("registered");
         let report = HeartbeatReport {
             schema_version: SCHEMA_VERSION,
             aud: "fleetpulse".into(),
@@ -97,16 +103,12 @@ impl Sim {
             iat: wall.as_second(),
             exp: wall.as_second() + 300,
             interval_seconds: INTERVAL as u32,
-            config_generation: 0,
+            // The agent reports with the config the hub serves, as a real one does after
+            // its first pull.
+            config_generation: self.fleet.config(&entry).generation,
             checks: vec![],
             summary: Summary::of(&[]),
         };
-        let entry = self
-            .fleet
-            .registry()
-            .cluster(&self.ids[i])
-            .cloned()
-            .expect("registered");
         let at = self.t0 + Duration::from_secs(self.now);
         self.fleet
             .accept(&entry, "kid", &report, at, wall)
@@ -341,4 +343,56 @@ fn the_clusters_gauge_counts_each_condition_status_at_the_last_tick() {
             "no line {expected:?} in:\n{metrics}"
         );
     }
+}
+
+#[test]
+fn both_clusters_of_an_active_passive_pair_going_quiet_engage_the_brake_and_keep_the_set() {
+    let mut sim = Sim::new(2, cluster_set(1, 0));
+    sim.run_until(60, |_, _| true);
+    assert_eq!(sim.selected(), ["c0"]);
+    // What the hub sees when it is itself cut off from a fleet of two.
+    sim.run_until(300, |_, _| false);
+    assert_eq!(sim.brake(), "Engaged", "two of two going quiet at once");
+    assert_eq!(
+        sim.selected(),
+        ["c0"],
+        "the set is neither emptied nor moved"
+    );
+    assert_eq!(
+        sim.reachable(0),
+        Status::False,
+        "the detector still tells the truth"
+    );
+}
+
+#[test]
+fn with_no_eligible_replacement_the_last_selected_cluster_stays_selected() {
+    let mut sim = Sim::new(3, cluster_set(1, 0));
+    sim.run_until(60, |_, _| true);
+    assert_eq!(sim.selected(), ["c0"]);
+    // c1 and c2 die, then the selected c0 does, each long after the other (so the brake
+    // never sees two go quiet at once).
+    let alive = |i: usize, s: u64| s < [300, 60, 150][i];
+    sim.run_until(500, alive);
+    assert_eq!(sim.brake(), "Released");
+    assert_eq!(sim.reachable(0), Status::False);
+    assert_eq!(sim.selected(), ["c0"], "health alone never empties a set");
+    let status = sim.fleet.cluster_sets()[0].status.clone().unwrap();
+    let satisfied = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Satisfied")
+        .unwrap();
+    assert_eq!(
+        (satisfied.status.as_str(), satisfied.reason.as_str()),
+        ("False", "NoEligibleReplacement")
+    );
+    assert!(
+        satisfied.message.contains("fleet/c0"),
+        "{}",
+        satisfied.message
+    );
+    // When c1 comes back, it replaces the dead c0.
+    sim.run_until(600, |i, _| i == 1);
+    assert_eq!(sim.selected(), ["c1"]);
 }

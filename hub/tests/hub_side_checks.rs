@@ -47,7 +47,7 @@ fn metric(cluster: &str, value: &str) -> serde_json::Value {
            "status": {"value": value}})
 }
 
-fn report(id: &ClusterId, seq: u64, wall: Timestamp) -> HeartbeatReport {
+fn report(id: &ClusterId, seq: u64, wall: Timestamp, config_generation: u64) -> HeartbeatReport {
     HeartbeatReport {
         schema_version: SCHEMA_VERSION,
         aud: "fleetpulse".into(),
@@ -59,7 +59,7 @@ fn report(id: &ClusterId, seq: u64, wall: Timestamp) -> HeartbeatReport {
         iat: wall.as_second(),
         exp: wall.as_second() + 300,
         interval_seconds: 10,
-        config_generation: 0,
+        config_generation,
         checks: vec![],
         summary: Summary::of(&[]),
     }
@@ -91,9 +91,8 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
                 entry.config.liveness_checks.is_empty(),
                 "the agent does not get hub-side checks"
             );
-            fleet
-                .accept(&entry, "kid", &report(id, seq, wall), now, wall)
-                .unwrap();
+            let report = report(id, seq, wall, fleet.config(&entry).generation);
+            fleet.accept(&entry, "kid", &report, now, wall).unwrap();
         }
     }
     let mcs = fleet.member_clusters();

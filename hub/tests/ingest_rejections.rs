@@ -207,7 +207,8 @@ impl Fixture {
             iat: now(),
             exp: now() + 60,
             interval_seconds: INTERVAL_SECONDS,
-            config_generation: 0,
+            // The generation the hub serves after its first load: this agent pulled it.
+            config_generation: 1,
             summary: Summary::of(&checks),
             checks,
         }
@@ -394,6 +395,26 @@ async fn first_valid_heartbeat_is_accepted_and_answered() {
     assert_eq!(agent.key_id, KeyId::of(&fx.key_a.verifying_key()).0);
     assert_eq!(agent.incarnation, INCARNATION);
     assert_eq!(status.checks.len(), 2);
+}
+
+#[tokio::test]
+async fn a_first_report_made_before_the_config_pull_does_not_make_the_cluster_ready() {
+    let mut fx = Fixture::new();
+    let mut report = fx.report(1);
+    report.config_generation = 0;
+    let reply = fx.heartbeat(fx.sign(&fx.key_a, &report)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    let status = fx.status_of_a();
+    assert_eq!(condition_status(&status, REACHABLE), Status::True);
+    assert_eq!(condition_status(&status, READY), Status::False);
+    assert_eq!(condition_status(&status, HEALTHY), Status::False);
+    fx.last_seq = 1;
+    fx.accept(2).await;
+    assert_eq!(
+        condition_status(&fx.status_of_a(), READY),
+        Status::True,
+        "the report made with generation 1 proves readiness"
+    );
 }
 
 #[tokio::test]

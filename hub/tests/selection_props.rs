@@ -130,6 +130,29 @@ impl Evaluation<'_> {
     fn was_selected(&self, id: &ClusterId) -> bool {
         self.previous.contains(id)
     }
+
+    /// Kept past its toleration because dropping it would have emptied the set.
+    fn held(&self, id: &ClusterId) -> bool {
+        self.outcome.held.contains(id)
+    }
+
+    /// Health alone would have emptied the set: it selected clusters that still match, none
+    /// of them is tolerated any longer, and no matching cluster is eligible.
+    fn would_empty(&self) -> bool {
+        let previous_matching = self
+            .outcome
+            .matching
+            .iter()
+            .filter(|id| self.was_selected(id));
+        let mut previous_matching = previous_matching.peekable();
+        previous_matching.peek().is_some()
+            && previous_matching.all(|id| !self.tolerated(id))
+            && self
+                .outcome
+                .matching
+                .iter()
+                .all(|id| !self.view(id).eligible)
+    }
 }
 
 /// Replays the scenario with `frozen = false`, feeding each selection to the next step,
@@ -465,7 +488,7 @@ proptest! {
     #[test]
     fn no_cluster_stays_selected_once_its_toleration_has_run_out(s in any_scenario()) {
         replay(&s, |e| {
-            for id in &e.outcome.selected {
+            for id in e.outcome.selected.iter().filter(|id| !e.held(id)) {
                 let c = e.view(id);
                 prop_assert!(
                     e.tolerated(id),
@@ -479,14 +502,41 @@ proptest! {
     }
 
     #[test]
+    fn health_alone_never_empties_a_set_it_keeps_the_last_selection_instead(
+        s in any_scenario(),
+    ) {
+        replay(&s, |e| {
+            let o = e.outcome;
+            let still_matching: Vec<ClusterId> = o.matching.iter()
+                .filter(|id| e.was_selected(id))
+                .cloned()
+                .collect();
+            if !still_matching.is_empty() {
+                prop_assert!(!o.selected.is_empty(), "emptied from {:?}", e.previous);
+            }
+            if e.would_empty() {
+                let kept: Vec<ClusterId> = still_matching.into_iter().take(s.max()).collect();
+                prop_assert_eq!(&o.held, &kept);
+                prop_assert_eq!(&o.selected, &kept);
+                prop_assert!(o.dropped.is_empty() && o.added.is_empty());
+            } else {
+                prop_assert!(o.held.is_empty(), "held {:?} though health keeps some", o.held);
+            }
+            Ok(())
+        })?;
+    }
+
+    #[test]
     fn with_zero_toleration_only_eligible_clusters_are_selected(
         s in scenario(any::<bool>(), Just(0u32)),
     ) {
         replay(&s, |e| {
             for id in &e.outcome.selected {
-                prop_assert!(e.view(id).eligible, "{id} is ineligible");
+                prop_assert!(e.view(id).eligible || e.held(id), "{id} is ineligible");
             }
-            prop_assert_eq!(e.outcome.eligible_selected, e.outcome.selected.len());
+            if e.outcome.held.is_empty() {
+                prop_assert_eq!(e.outcome.eligible_selected, e.outcome.selected.len());
+            }
             Ok(())
         })?;
     }
@@ -546,7 +596,7 @@ proptest! {
                 prop_assert!(out.selected.contains(id), "{id} dropped for max {max}: {:?}", out.selected);
             }
             for id in &out.selected {
-                prop_assert!(e.view(id).eligible || (e.was_selected(id) && e.tolerated(id)), "{id}");
+                prop_assert!(e.view(id).eligible || (e.was_selected(id) && e.tolerated(id)) || e.held(id), "{id}");
             }
             Ok(())
         })?;
@@ -614,7 +664,9 @@ proptest! {
                 .take(s.max())
                 .cloned()
                 .collect();
-            prop_assert_eq!(&e.outcome.selected, &expected);
+            if !e.would_empty() {
+                prop_assert_eq!(&e.outcome.selected, &expected);
+            }
             Ok(())
         })?;
     }
@@ -632,6 +684,7 @@ proptest! {
                 .cloned()
                 .collect();
             let dropped: Vec<ClusterId> = o.dropped.iter().map(|(id, _)| id.clone()).collect();
+            let expired = if e.would_empty() { vec![] } else { expired };
             prop_assert_eq!(&dropped, &expired);
             for (id, reason) in &o.dropped {
                 prop_assert_eq!(reason, &e.view(id).reason);

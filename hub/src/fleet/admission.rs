@@ -13,6 +13,7 @@ use fleetpulse_common::protocol::replay::{self, Rejection};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatAnswer, HeartbeatReport};
 
 use super::{ClusterEntry, Fleet};
+use crate::health::Evidence;
 
 fn reject(code: RejectCode, message: String) -> Rejection {
     Rejection {
@@ -107,8 +108,19 @@ impl Fleet {
         };
         state.positions_dirty = true;
         state.record_heartbeat(kid, report, now, wall);
-        let changed =
-            !entry.object.spec.paused && state.health.report(report, self.settings.debounce, wall);
+        let hub_checks_ran = entry
+            .hub_checks
+            .iter()
+            .all(|(_, c)| state.hub_results.iter().any(|r| r.name == c.name));
+        let evidence = Evidence::of(
+            report.config_generation,
+            state.config_generation,
+            hub_checks_ran,
+        );
+        let changed = !entry.object.spec.paused
+            && state
+                .health
+                .report(report, evidence, self.settings.debounce, wall);
         let answer = HeartbeatAnswer {
             incarnation: pos.incarnation,
             accepted_seq: pos.seq,

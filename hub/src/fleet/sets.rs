@@ -126,7 +126,7 @@ impl Fleet {
                 .collect();
             let out = selection::select(spec, scope, &previous, &views, wall, frozen);
             let status = next_status(spec, &previous_status, &out, frozen, generation, wall);
-            deadline = earliest_deadline(deadline, spec, &out.selected, &views);
+            deadline = earliest_deadline(deadline, spec, &out.selected, &views, wall);
             if status != previous_status {
                 if !out.dropped.is_empty() {
                     self.metrics().failovers.inc();
@@ -238,7 +238,23 @@ fn next_status(
     status.observed_generation = generation;
     let max = spec.max_replicas.max(1) as usize;
     let c = &mut status.conditions;
-    if out.eligible_selected >= max {
+    if !out.held.is_empty() {
+        let held: Vec<String> = out.held.iter().map(ToString::to_string).collect();
+        let message = format!(
+            "no eligible cluster among {} matching; keeping {} selected rather than emptying \
+             the set (health alone never empties a set)",
+            out.matching.len(),
+            held.join(", ")
+        );
+        condition::set(
+            c,
+            SATISFIED,
+            Status::False,
+            "NoEligibleReplacement",
+            &message,
+            wall,
+        );
+    } else if out.eligible_selected >= max {
         let message = format!(
             "{} of {max} wanted clusters selected, all eligible",
             out.eligible_selected
@@ -308,12 +324,15 @@ fn next_status(
     status
 }
 
-/// The earliest moment a selected, ineligible but tolerated cluster's toleration runs out.
+/// The earliest moment a selected, ineligible but tolerated cluster's toleration runs out
+/// (after `now`: a cluster held past its toleration because the set has no eligible
+/// replacement sets no deadline, so it does not re-evaluate the sets on every tick).
 fn earliest_deadline(
     current: Option<Timestamp>,
     spec: &SetSpec,
     selected: &[ClusterId],
     views: &[ClusterView],
+    now: Timestamp,
 ) -> Option<Timestamp> {
     let toleration =
         k8s_openapi::jiff::SignedDuration::from_secs(spec.failover.toleration_seconds.into());
@@ -324,6 +343,7 @@ fn earliest_deadline(
             v.ineligible_since
                 .and_then(|s| s.checked_add(toleration).ok())
         })
+        .filter(|deadline| *deadline > now)
         .chain(current)
         .min()
 }

@@ -61,12 +61,12 @@ const D: Debounce = Debounce {
 fn new_cluster_is_unknown_until_it_reports_then_healthy_after_debounce() {
     let mut h = Health::restore(vec![], None, t(0));
     assert_eq!(conds(&h), [Status::Unknown; 3]);
-    assert!(h.report(&report("u", vec![]), D, t(1)));
+    assert!(h.report(&report("u", vec![]), Evidence::Current, D, t(1)));
     assert_eq!(conds(&h), [Status::True, Status::True, Status::Unknown]);
-    assert!(h.report(&report("u", vec![]), D, t(2)));
+    assert!(h.report(&report("u", vec![]), Evidence::Current, D, t(2)));
     assert_eq!(conds(&h), [Status::True; 3]);
     assert!(
-        !h.report(&report("u", vec![]), D, t(3)),
+        !h.report(&report("u", vec![]), Evidence::Current, D, t(3)),
         "steady state writes nothing"
     );
 }
@@ -76,6 +76,7 @@ fn ready_latches_through_a_readiness_failure_after_it_passed_once() {
     let mut h = Health::restore(vec![], None, t(0));
     h.report(
         &report("u", vec![check("r", CheckPhase::Readiness, false)]),
+        Evidence::Current,
         D,
         t(1),
     );
@@ -83,12 +84,14 @@ fn ready_latches_through_a_readiness_failure_after_it_passed_once() {
     assert_eq!(h.status(HEALTHY), Status::False);
     h.report(
         &report("u", vec![check("r", CheckPhase::Readiness, true)]),
+        Evidence::Current,
         D,
         t(2),
     );
     assert_eq!(h.status(READY), Status::True);
     h.report(
         &report("u", vec![check("r", CheckPhase::Readiness, false)]),
+        Evidence::Current,
         D,
         t(3),
     );
@@ -104,17 +107,17 @@ fn ready_latches_through_a_readiness_failure_after_it_passed_once() {
 fn a_single_failing_liveness_report_does_not_flip_healthy() {
     let mut h = Health::restore(vec![], None, t(0));
     for i in 0..2 {
-        h.report(&report("u", vec![]), D, t(i));
+        h.report(&report("u", vec![]), Evidence::Current, D, t(i));
     }
     let bad = report("u", vec![check("l", CheckPhase::Liveness, false)]);
-    assert!(!h.report(&bad, D, t(3)));
+    assert!(!h.report(&bad, Evidence::Current, D, t(3)));
     assert_eq!(h.status(HEALTHY), Status::True);
-    h.report(&report("u", vec![]), D, t(4));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(4));
     assert!(
-        !h.report(&bad, D, t(5)),
+        !h.report(&bad, Evidence::Current, D, t(5)),
         "the streak restarted after a good report"
     );
-    assert!(h.report(&bad, D, t(6)));
+    assert!(h.report(&bad, Evidence::Current, D, t(6)));
     assert_eq!(h.status(HEALTHY), Status::False);
     let c = condition::find(h.conditions(), HEALTHY).unwrap();
     assert_eq!(c.reason, reason::LIVENESS_CHECKS_FAILING);
@@ -125,8 +128,8 @@ fn a_single_failing_liveness_report_does_not_flip_healthy() {
 #[test]
 fn unreachable_turns_reachable_and_healthy_false_at_once_and_only_once() {
     let mut h = Health::restore(vec![], None, t(0));
-    h.report(&report("u", vec![]), D, t(1));
-    h.report(&report("u", vec![]), D, t(2));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(1));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(2));
     assert!(h.observe(unreachable(), 40, t(50)));
     assert_eq!(conds(&h), [Status::False, Status::True, Status::False]);
     assert!(
@@ -134,24 +137,25 @@ fn unreachable_turns_reachable_and_healthy_false_at_once_and_only_once() {
         "no rewrite while it stays unreachable"
     );
     assert!(!h.observe(Reachability::Pending, 40, t(52)));
-    h.report(&report("u", vec![]), D, t(60));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(60));
     assert_eq!(h.status(REACHABLE), Status::True);
     assert_eq!(
         h.status(HEALTHY),
         Status::False,
         "healthy again only after the debounce"
     );
-    h.report(&report("u", vec![]), D, t(61));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(61));
     assert_eq!(h.status(HEALTHY), Status::True);
 }
 
 #[test]
 fn a_changed_cluster_uid_resets_ready() {
     let mut h = Health::restore(vec![], None, t(0));
-    h.report(&report("old", vec![]), D, t(1));
+    h.report(&report("old", vec![]), Evidence::Current, D, t(1));
     assert_eq!(h.status(READY), Status::True);
     h.report(
         &report("new", vec![check("r", CheckPhase::Readiness, false)]),
+        Evidence::Current,
         D,
         t(2),
     );
@@ -163,6 +167,7 @@ fn a_changed_cluster_uid_resets_ready() {
     assert_eq!(h.status(HEALTHY), Status::False);
     h.report(
         &report("new", vec![check("r", CheckPhase::Readiness, true)]),
+        Evidence::Current,
         D,
         t(3),
     );
@@ -172,9 +177,58 @@ fn a_changed_cluster_uid_resets_ready() {
 #[test]
 fn restored_conditions_are_kept_as_they_were() {
     let mut h = Health::restore(vec![], None, t(0));
-    h.report(&report("u", vec![]), D, t(1));
-    h.report(&report("u", vec![]), D, t(2));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(1));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(2));
     let restored = Health::restore(h.conditions().to_vec(), Some("u".into()), t(100));
     assert_eq!(conds(&restored), [Status::True; 3]);
     assert_eq!(restored.conditions(), h.conditions());
+}
+
+#[test]
+fn a_report_made_before_the_agent_pulled_its_config_never_latches_ready() {
+    let mut h = Health::restore(vec![], None, t(0));
+    // The agent's first heartbeat: sent before its config pull, so no readiness check in it.
+    let behind = Evidence::of(0, 1, true);
+    assert!(h.report(&report("u", vec![]), behind, D, t(1)));
+    assert_eq!(conds(&h), [Status::True, Status::False, Status::False]);
+    let ready = condition::find(h.conditions(), READY).unwrap();
+    assert_eq!(ready.reason, reason::AWAITING_CONFIG);
+    assert!(ready.message.contains("generation 1"), "{}", ready.message);
+    assert!(
+        !h.report(&report("u", vec![]), behind, D, t(2)),
+        "no rewrite"
+    );
+    // With the config applied, the failing readiness check keeps it not ready ...
+    let failing = report("u", vec![check("r", CheckPhase::Readiness, false)]);
+    h.report(&failing, Evidence::of(1, 1, true), D, t(3));
+    assert_eq!(h.status(READY), Status::False);
+    // ... until it passes.
+    let passing = report("u", vec![check("r", CheckPhase::Readiness, true)]);
+    h.report(&passing, Evidence::of(1, 1, true), D, t(4));
+    assert_eq!(h.status(READY), Status::True);
+}
+
+#[test]
+fn hub_side_checks_that_have_not_run_keep_ready_from_latching() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(&report("u", vec![]), Evidence::of(1, 1, false), D, t(1));
+    assert_eq!(h.status(READY), Status::False);
+    h.report(&report("u", vec![]), Evidence::of(1, 1, true), D, t(2));
+    assert_eq!(h.status(READY), Status::True);
+}
+
+#[test]
+fn once_ready_an_older_generation_still_updates_liveness() {
+    let mut h = Health::restore(vec![], None, t(0));
+    for i in 1..=2 {
+        h.report(&report("u", vec![]), Evidence::Current, D, t(i));
+    }
+    assert_eq!(h.status(HEALTHY), Status::True);
+    // The config moved on; the agent has not pulled it yet, and its liveness check fails.
+    let bad = report("u", vec![check("l", CheckPhase::Liveness, false)]);
+    for i in 3..=4 {
+        h.report(&bad, Evidence::of(1, 2, true), D, t(i));
+    }
+    assert_eq!(h.status(READY), Status::True, "Ready stays latched");
+    assert_eq!(h.status(HEALTHY), Status::False, "liveness still followed");
 }
