@@ -2,23 +2,28 @@
 //!
 //! Pure: the clock is an argument. A [`ReportBuilder`] owns the agent's position in its
 //! report sequence: the `incarnation` (milliseconds since the Unix epoch at start) and the
-//! next `seq`, which grows by one for every report built, retries included.
+//! next `seq`, which grows by one for every report built, retries included. [`fit`] makes
+//! every report fit the hub's limits by construction.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::SigningKey;
 use fleetpulse_common::VERSION;
-use fleetpulse_common::protocol::limits::{MAX_CHECKS, MAX_MESSAGE_BYTES, truncate_message};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{
     CheckResult, ClusterId, ConfigRequest, HeartbeatReport, SCHEMA_VERSION, Summary,
 };
 use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 
+pub mod fit;
+
 /// Lifetime of a heartbeat report: `exp = iat + REPORT_LIFETIME_SECS`.
 pub const REPORT_LIFETIME_SECS: i64 = 300;
-/// Lifetime of a signed config request: `exp = iat + CONFIG_REQUEST_LIFETIME_SECS`.
-pub const CONFIG_REQUEST_LIFETIME_SECS: i64 = 60;
+/// Lifetime of a signed config request: `exp = iat + CONFIG_REQUEST_LIFETIME_SECS`. The
+/// same as a heartbeat's, so the hub's one freshness rule accepts both or neither: an
+/// agent whose clock is minutes off must not send accepted heartbeats while every config
+/// pull is refused (it would run none of the checks it is shown as passing).
+pub const CONFIG_REQUEST_LIFETIME_SECS: i64 = REPORT_LIFETIME_SECS;
 
 /// The incarnation of an agent started at `now`: milliseconds since the Unix epoch.
 pub fn incarnation_at(now: SystemTime) -> u64 {
@@ -74,9 +79,9 @@ impl ReportBuilder {
         self.next_seq
     }
 
-    /// Builds the next report, issued at `now_unix` (seconds), and advances seq. Checks
-    /// beyond [`MAX_CHECKS`] are dropped and messages truncated to [`MAX_MESSAGE_BYTES`],
-    /// so the hub never refuses a report for its size.
+    /// Builds the next report, issued at `now_unix` (seconds), and advances seq. The checks
+    /// are fitted to the report limits ([`fit::fit_checks`]), so the hub never refuses a
+    /// report for its size.
     pub fn build(
         &mut self,
         now_unix: i64,
@@ -84,10 +89,7 @@ impl ReportBuilder {
         config_generation: u64,
         mut checks: Vec<CheckResult>,
     ) -> HeartbeatReport {
-        checks.truncate(MAX_CHECKS);
-        for check in &mut checks {
-            truncate_message(&mut check.message, MAX_MESSAGE_BYTES);
-        }
+        fit::fit_checks(&mut checks);
         let seq = self.next_seq;
         self.next_seq += 1;
         HeartbeatReport {
@@ -145,6 +147,8 @@ mod tests {
     use super::*;
     use fleetpulse_common::api::{CheckKind, CheckPhase};
     use fleetpulse_common::protocol::keys;
+    use fleetpulse_common::protocol::limits::MAX_MESSAGE_BYTES;
+    use fleetpulse_common::protocol::replay::{Freshness, check_fresh};
     use std::time::Duration;
 
     fn builder() -> ReportBuilder {
@@ -238,6 +242,25 @@ mod tests {
         assert_eq!(b.restart_above(at(7, 40)), Some(8));
         assert_eq!((b.incarnation(), b.next_seq()), (8, 1));
         assert_eq!(b.build(0, 10, 0, vec![]).seq, 1);
+    }
+
+    #[test]
+    fn at_any_clock_offset_the_hub_accepts_a_config_request_exactly_when_it_accepts_a_heartbeat() {
+        let hub_now = 1_700_000_000;
+        for offset in (-900..=900).step_by(15) {
+            let agent_now = hub_now + offset;
+            let report = builder().build(agent_now, 10, 0, vec![]);
+            let request = builder().config_request(agent_now);
+            let f = Freshness::default();
+            assert_eq!(
+                check_fresh(report.iat, report.exp, hub_now, f).is_ok(),
+                check_fresh(request.iat, request.exp, hub_now, f).is_ok(),
+                "agent clock {offset}s off the hub's"
+            );
+        }
+        // Five minutes behind, as a badly synchronised node can be: both are accepted.
+        let request = builder().config_request(hub_now - 300);
+        assert!(check_fresh(request.iat, request.exp, hub_now, Freshness::default()).is_ok());
     }
 
     #[test]

@@ -203,7 +203,11 @@ async fn new_config_generation_is_pulled_with_a_signed_request_and_reported() {
         let request = &hub.config_requests[0];
         assert_eq!(request.aud, "hub-test");
         assert_eq!(request.cluster, ClusterId::new("fleet", "edge-1"));
-        assert_eq!(request.exp - request.iat, 60);
+        assert_eq!(
+            request.exp - request.iat,
+            300,
+            "a config request lives as long as a report"
+        );
         assert_eq!(hub.heartbeats[0].0.config_generation, 0);
     }
 

@@ -4,7 +4,10 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::limits::{MAX_CHECKS, MAX_MESSAGE_BYTES};
+use super::limits::{
+    MAX_CHECK_NAME_BYTES, MAX_CHECKS, MAX_IDENTITY_BYTES, MAX_MESSAGE_BYTES,
+    MAX_REPORT_MESSAGE_BYTES, json_escaped_len,
+};
 use crate::api::{CheckKind, CheckPhase, ClusterCheck};
 
 /// The report schema version this build writes and reads.
@@ -169,6 +172,41 @@ impl HeartbeatReport {
                 "message of check {:?} exceeds {MAX_MESSAGE_BYTES} bytes",
                 c.name
             ));
+        }
+        if let Some(c) = self
+            .checks
+            .iter()
+            .find(|c| json_escaped_len(&c.name) > MAX_CHECK_NAME_BYTES)
+        {
+            return Err(format!(
+                "check name {:?} exceeds {MAX_CHECK_NAME_BYTES} bytes",
+                c.name
+            ));
+        }
+        let messages: usize = self
+            .checks
+            .iter()
+            .map(|c| json_escaped_len(&c.message))
+            .sum();
+        if messages > MAX_REPORT_MESSAGE_BYTES {
+            return Err(format!(
+                "check messages take {messages} bytes together, more than the \
+                 {MAX_REPORT_MESSAGE_BYTES} a report may carry; upgrade the agent (it shares the \
+                 budget out)"
+            ));
+        }
+        let identity = [
+            ("aud", &self.aud),
+            ("cluster.namespace", &self.cluster.namespace),
+            ("cluster.name", &self.cluster.name),
+            ("clusterUid", &self.cluster_uid),
+            ("agentVersion", &self.agent_version),
+        ];
+        if let Some((field, _)) = identity
+            .iter()
+            .find(|(_, v)| json_escaped_len(v) > MAX_IDENTITY_BYTES)
+        {
+            return Err(format!("{field} exceeds {MAX_IDENTITY_BYTES} bytes"));
         }
         if self.incarnation > MAX_POSITION || self.seq > MAX_POSITION {
             return Err(format!(
