@@ -261,7 +261,7 @@ impl Starting {
                 let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
                 let mut manifests = ManifestDir::new(&opts.manifests);
-                reload(&fleet, &mut manifests, true);
+                load_every_manifest(&fleet, &mut manifests, &router, opts.reload_interval).await;
                 (fleet, Some(manifests))
             }
         };
@@ -345,6 +345,39 @@ fn switch(routed: watch::Receiver<Router>) -> Router {
         let router = routed.borrow().clone();
         async move { router.oneshot(request).await }
     }))
+}
+
+/// Loads the manifests at start, and does not become ready while a file fails to load: the
+/// previous process served its objects, and starting without them would refuse their
+/// agents as unknown and reselect their sets. `/readyz` and every agent request say which
+/// file, document and problem; the directory is rescanned until it loads.
+async fn load_every_manifest(
+    fleet: &Fleet,
+    manifests: &mut ManifestDir,
+    router: &watch::Sender<Router>,
+    rescan: Duration,
+) {
+    reload(fleet, manifests, true);
+    let mut said = String::new();
+    loop {
+        let unloaded: Vec<String> = manifests.unloaded().iter().map(|e| e.to_string()).collect();
+        if unloaded.is_empty() {
+            return;
+        }
+        let why = format!(
+            "not serving until every manifest loads (the objects it defines would be judged \
+             missing): {}; fix the file, it is read again every {}s",
+            unloaded.join("; "),
+            rescan.as_secs_f64()
+        );
+        if why != said {
+            tracing::error!(files = unloaded.len(), problem = %why, "manifests failed to load at start");
+            router.send_modify(|r| *r = standby::router(why.clone(), false));
+            said = why;
+        }
+        tokio::time::sleep(rescan).await;
+        reload(fleet, manifests, false);
+    }
 }
 
 fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {

@@ -1,6 +1,7 @@
 //! fleetpulse-tests: fixtures for end-to-end tests and the no-cluster demo.
 //!
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
+//! - [`embedded_hub`]: the real `fleetpulse-hub serve` (embedded mode) as a child process.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
 //! - [`kube_fleet`]: the real hub (Kubernetes mode) and agents against simulated
@@ -14,6 +15,7 @@
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
+pub mod embedded_hub;
 pub mod fleet;
 pub mod kube_fleet;
 pub mod loadgen;

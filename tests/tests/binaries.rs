@@ -3,32 +3,13 @@
 
 use std::time::Duration;
 
-use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
 use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::condition_of;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::{self, Running};
 use fleetpulse_tests::wait::blocking_until;
-
-fn get_clusters(server: &str, ca: &str) -> Option<Vec<MemberCluster>> {
-    let out = process::run(
-        "fleetpulse-hub",
-        &[
-            "get",
-            "memberclusters",
-            "-o",
-            "json",
-            "--server",
-            server,
-            "--ca",
-            ca,
-        ],
-    )
-    .ok()?;
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    serde_json::from_value(list["items"].clone()).ok()
-}
 
 #[test]
 fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::Result<()> {
@@ -54,37 +35,17 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
         ),
     )?;
 
-    let mut hub = Running::spawn_logged(
-        "fleetpulse-hub",
-        "hub",
-        &[
-            "serve",
-            "--manifests",
-            &path("manifests"),
-            "--data",
-            &path("data"),
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            &pki.server_cert.display().to_string(),
-            "--tls-key",
-            &pki.server_key.display().to_string(),
-        ],
+    let mut hub = EmbeddedHub::spawn(
+        &dir.path().join("manifests"),
+        &dir.path().join("data"),
+        &pki,
+        &[],
     )?;
-    // Port 0: the hub logs where it listens (no port race with other tests).
-    let mut addr = None;
-    blocking_until("the hub to listen", Duration::from_secs(20), || {
-        addr = hub.logged_addr("listening");
-        addr.is_some() || hub.exited().is_some()
-    })?;
-    let port = addr
-        .ok_or_else(|| anyhow::anyhow!("the hub exited before listening (its log is above)"))?
-        .port();
-    let server = format!("https://localhost:{port}");
+    let server = hub.server.clone();
     blocking_until(
         "the hub to serve its read API",
         Duration::from_secs(20),
-        || get_clusters(&server, &ca).is_some(),
+        || hub.clusters().is_some(),
     )?;
 
     let mut agent = Running::spawn(
@@ -105,7 +66,7 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
     )?;
     let id = ClusterId::new("fleet", "edge");
     blocking_until("the cluster Healthy", Duration::from_secs(20), || {
-        get_clusters(&server, &ca)
+        hub.clusters()
             .is_some_and(|mcs| condition_of(&mcs, &id, HEALTHY) == Status::True)
     })?;
     let table = String::from_utf8(
@@ -130,11 +91,11 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
         "the agent exits cleanly on SIGTERM"
     );
     blocking_until("the cluster unreachable", Duration::from_secs(10), || {
-        get_clusters(&server, &ca)
+        hub.clusters()
             .is_some_and(|mcs| condition_of(&mcs, &id, REACHABLE) == Status::False)
     })?;
     assert!(
-        hub.terminate(Duration::from_secs(10))?,
+        hub.process.terminate(Duration::from_secs(10))?,
         "the hub exits cleanly on SIGTERM"
     );
     Ok(())

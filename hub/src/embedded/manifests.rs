@@ -6,6 +6,10 @@
 //! Rescanning only re-reads files whose size or modification time changed. A file that
 //! fails to parse or validate keeps contributing its last good objects, and the error names
 //! the file, the document and the fix, so a bad edit never drops clusters from the hub.
+//! A file that has failed since this process started has no good version to keep:
+//! [`ManifestDir::unloaded`] lists those, and the hub does not become ready while any
+//! remains (its clusters' agents would otherwise be refused as unknown and its sets
+//! reselected).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
@@ -34,6 +38,10 @@ pub struct ManifestError {
 struct FileObjects {
     stamp: Option<(SystemTime, u64)>,
     objects: Objects,
+    /// Whether a version of the file loaded in this process (`objects` is it).
+    loaded: bool,
+    /// Why the file's current version does not load.
+    failing: Option<ManifestError>,
 }
 
 /// A watched manifest directory.
@@ -90,21 +98,37 @@ impl ManifestDir {
             }
             match read_file(path) {
                 Ok(objects) => {
-                    self.files
-                        .insert(path.clone(), FileObjects { stamp, objects });
+                    let file = FileObjects {
+                        stamp,
+                        objects,
+                        loaded: true,
+                        failing: None,
+                    };
+                    self.files.insert(path.clone(), file);
                     scan.changed = true;
                 }
                 Err(e) => {
-                    scan.errors.push(e);
+                    scan.errors.push(e.clone());
                     // Keep the last good objects; remember the stamp so the error is
                     // reported once per edit, not on every scan.
                     let entry = self.files.entry(path.clone()).or_default();
                     entry.stamp = stamp;
+                    entry.failing = Some(e);
                 }
             }
         }
         scan.objects = self.merged(&mut scan.errors);
         scan
+    }
+
+    /// Files that fail to load and have no good version from this process: what they
+    /// define is unknown, so nothing may be judged on their absence.
+    pub fn unloaded(&self) -> Vec<&ManifestError> {
+        self.files
+            .values()
+            .filter(|f| !f.loaded)
+            .filter_map(|f| f.failing.as_ref())
+            .collect()
     }
 
     fn merged(&self, errors: &mut Vec<ManifestError>) -> Objects {

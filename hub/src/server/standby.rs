@@ -12,7 +12,9 @@ use fleetpulse_common::protocol::errors::RejectCode;
 use crate::ingest::ApiError;
 
 /// The router of a replica that is loading or standing by; `why` is its `/readyz` answer.
-pub fn router(why: &'static str, ready: bool) -> Router {
+pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
+    let why: std::sync::Arc<str> = why.into();
+    let refusal = why.clone();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -20,6 +22,12 @@ pub fn router(why: &'static str, ready: bool) -> Router {
     };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(move || async move { (status, why) }))
-        .fallback(move || async move { ApiError::new(RejectCode::Unavailable, why) })
+        .route(
+            "/readyz",
+            get(move || async move { (status, why.to_string()) }),
+        )
+        .fallback(move || {
+            let why = refusal.to_string();
+            async move { ApiError::new(RejectCode::Unavailable, why) }
+        })
 }

@@ -1,0 +1,84 @@
+//! The real `fleetpulse-hub serve` in embedded mode as a child process on loopback HTTPS,
+//! and its read API through the real `fleetpulse-hub get`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fleetpulse_common::api::MemberCluster;
+
+use crate::pki::Pki;
+use crate::process::{self, Running};
+use crate::wait::blocking_until;
+
+/// A running embedded hub.
+pub struct EmbeddedHub {
+    /// The process (its stderr is captured).
+    pub process: Running,
+    /// `https://localhost:PORT`.
+    pub server: String,
+    /// The CA that signed its certificate, for `--ca` / `--hub-ca`.
+    pub ca: String,
+}
+
+impl EmbeddedHub {
+    /// Starts `serve` over `manifests` with state in `data`, on port 0 (no port race), and
+    /// waits until it listens. `extra` flags are appended.
+    pub fn spawn(
+        manifests: &Path,
+        data: &Path,
+        pki: &Pki,
+        extra: &[&str],
+    ) -> anyhow::Result<EmbeddedHub> {
+        let (manifests, data) = (manifests.display().to_string(), data.display().to_string());
+        let (cert, key) = (
+            pki.server_cert.display().to_string(),
+            pki.server_key.display().to_string(),
+        );
+        let mut args = vec![
+            "serve",
+            "--manifests",
+            &manifests,
+            "--data",
+            &data,
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ];
+        args.extend_from_slice(extra);
+        let mut process = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
+        let mut addr = None;
+        blocking_until("the hub to listen", Duration::from_secs(20), || {
+            addr = process.logged_addr("listening");
+            addr.is_some() || process.exited().is_some()
+        })?;
+        let port = addr
+            .ok_or_else(|| anyhow::anyhow!("the hub exited before listening (its log is above)"))?
+            .port();
+        Ok(EmbeddedHub {
+            process,
+            server: format!("https://localhost:{port}"),
+            ca: pki.ca_cert.display().to_string(),
+        })
+    }
+
+    /// The MemberClusters as `fleetpulse-hub get memberclusters -o json` prints them, or
+    /// `None` while the hub does not serve its read API.
+    pub fn clusters(&self) -> Option<Vec<MemberCluster>> {
+        let args = [
+            "get",
+            "memberclusters",
+            "-o",
+            "json",
+            "--server",
+            &self.server,
+            "--ca",
+            &self.ca,
+        ];
+        let out = process::run("fleetpulse-hub", &args).ok()?;
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        serde_json::from_value(list["items"].clone()).ok()
+    }
+}
