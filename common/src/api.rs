@@ -7,6 +7,7 @@ pub mod condition;
 pub mod crds;
 pub mod health_policy;
 pub mod member_cluster;
+pub mod schema;
 pub mod validate;
 
 pub use check::*;

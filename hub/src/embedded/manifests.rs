@@ -253,6 +253,18 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
              MemberCluster, ClusterSet, Set and HealthPolicy of {API_VERSION}"
         ));
     }
+    if let Err(problems) = fleetpulse_common::api::schema::check_object(&kind, &value) {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("(unnamed)");
+        let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "{kind} {name} does not match its schema (as `kubectl apply --validate=strict` \
+             would refuse it): {}",
+            listed.join("; ")
+        ));
+    }
     fn parse<T: serde::de::DeserializeOwned>(
         kind: &str,
         value: serde_json::Value,

@@ -131,3 +131,64 @@ fn objects_of_other_apis_are_kept_for_hub_side_checks() {
     assert_eq!(scan.objects.hub_objects.len(), 1);
     assert_eq!(scan.objects.hub_objects[0]["kind"], "KeptnMetric");
 }
+
+#[test]
+fn a_typo_refuses_the_file_naming_file_document_field_and_fix_and_keeps_the_last_good_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sets.yaml");
+    let set = |failover: &str| {
+        format!(
+            "{}---\napiVersion: fleetpulse.io/v1alpha1\nkind: ClusterSet\nmetadata: {{name: prod}}\n\
+             spec: {{maxReplicas: 1, failover: {{{failover}}}}}\n",
+            cluster("a")
+        )
+    };
+    fs::write(&file, set("tolerationSeconds: 600")).unwrap();
+    let mut manifests = ManifestDir::new(dir.path());
+    let first = manifests.scan();
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    assert!(manifests.unloaded().is_empty());
+    // A typo, and a different size so the rescan sees the edit.
+    fs::write(&file, set("tolerationSecond: 600, failback: false")).unwrap();
+    let scan = manifests.scan();
+    assert_eq!(scan.errors.len(), 1, "{:?}", scan.errors);
+    let e = scan.errors[0].to_string();
+    assert!(e.contains("sets.yaml (document 2)"), "{e}");
+    assert!(
+        e.contains(
+            "spec.failover.tolerationSecond: unknown field; did you mean \"tolerationSeconds\"?"
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        scan.objects.cluster_sets[0]
+            .spec
+            .set
+            .failover
+            .toleration_seconds,
+        600,
+        "the previous version stays in effect"
+    );
+    assert_eq!(names(&scan.objects), ["a"]);
+    assert!(
+        manifests.unloaded().is_empty(),
+        "it loaded once in this process"
+    );
+    assert!(manifests.scan().errors.is_empty(), "reported once per edit");
+}
+
+#[test]
+fn a_file_that_never_loaded_in_this_process_is_listed_as_unloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), cluster("Not_A_Name")).unwrap();
+    let mut manifests = ManifestDir::new(dir.path());
+    let scan = manifests.scan();
+    assert!(names(&scan.objects).is_empty());
+    let unloaded = manifests.unloaded();
+    assert_eq!(unloaded.len(), 1);
+    assert!(
+        unloaded[0].to_string().contains("metadata.name"),
+        "{}",
+        unloaded[0]
+    );
+}
