@@ -47,6 +47,7 @@ use std::time::Duration;
 
 use crate::protocol::limits::MAX_MESSAGE_BYTES;
 
+mod compile;
 mod convert;
 mod error;
 mod outcome;
@@ -60,6 +61,7 @@ mod result_tests;
 #[cfg(test)]
 mod tests;
 
+pub use compile::compile_check;
 pub use error::LuaError;
 pub use round::LuaRound;
 

@@ -192,3 +192,41 @@ fn a_file_that_never_loaded_in_this_process_is_listed_as_unloaded() {
         unloaded[0]
     );
 }
+
+#[test]
+fn a_health_policy_whose_lua_does_not_compile_is_refused_when_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |condition: &str| {
+        format!(
+            "apiVersion: fleetpulse.io/v1alpha1\nkind: HealthPolicy\nmetadata: {{name: nodes, namespace: fleet}}\n\
+             spec:\n  clusterSelector: {{matchLabels: {{env: prod}}}}\n  livenessChecks:\n    - name: all-nodes\n      \
+             resourceSelectors: [{{group: \"\", version: v1, kind: Node}}]\n      condition: |\n        {condition}\n"
+        )
+    };
+    let file = dir.path().join("policy.yaml");
+    fs::write(
+        &file,
+        policy("function evaluate() return {pass = true} end"),
+    )
+    .unwrap();
+    let mut manifests = ManifestDir::new(dir.path());
+    assert!(manifests.scan().errors.is_empty());
+    fs::write(
+        &file,
+        policy("function evaluate() return {pass = } end -- broken"),
+    )
+    .unwrap();
+    let scan = manifests.scan();
+    assert_eq!(scan.errors.len(), 1, "{:?}", scan.errors);
+    let e = scan.errors[0].to_string();
+    assert!(
+        e.contains("policy.yaml (document 1)") && e.contains("HealthPolicy nodes"),
+        "{e}"
+    );
+    assert!(e.contains("check `all-nodes`") && e.contains(":1:"), "{e}");
+    assert_eq!(
+        scan.objects.health_policies.len(),
+        1,
+        "the previous version stays in effect"
+    );
+}
