@@ -4,7 +4,6 @@
 
 pub mod eval;
 mod kube_client;
-mod logging;
 mod signals;
 
 use std::path::PathBuf;
@@ -24,7 +23,7 @@ use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
 use crate::{Url, key_secret, keys, tls};
 use ed25519_dalek::SigningKey;
 
-pub use logging::LogFormat;
+pub use fleetpulse_common::cli::LogFormat;
 
 /// fleetpulse agent: pushes signed heartbeats from a managed cluster to the fleetpulse hub.
 #[derive(Debug, Parser)]
@@ -42,6 +41,10 @@ pub struct Cli {
     /// Log filter in tracing's env-filter syntax, e.g. `info` or `fleetpulse_agent=debug`.
     #[arg(long, env = "FLEETPULSE_LOG", default_value = "info", global = true)]
     pub log_filter: String,
+    /// On failure, print every cause of the error on its own line and, when
+    /// `RUST_BACKTRACE=1` is set, where it arose (otherwise one line: what failed and why).
+    #[arg(short, long, env = "FLEETPULSE_VERBOSE", global = true)]
+    pub verbose: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -127,8 +130,9 @@ pub struct RunArgs {
     /// Allow a plain http:// hub URL. Development only: heartbeats travel unencrypted.
     #[arg(long, env = "FLEETPULSE_INSECURE_HTTP")]
     pub insecure_http: bool,
-    /// Kubeconfig of the managed cluster. Without it the agent uses its in-cluster service
-    /// account, or, outside a cluster, runs only the checks that need no Kubernetes API.
+    /// Kubeconfig of the managed cluster. Without it the agent reads `$KUBECONFIG` (or
+    /// `~/.kube/config`) as kubectl does, else uses its in-cluster service account, or,
+    /// outside a cluster, runs only the checks that need no Kubernetes API.
     #[arg(long, value_name = "FILE", env = "FLEETPULSE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Deadline of one Lua check evaluation, in milliseconds.
@@ -179,15 +183,14 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Keygen(args) => {
             let generated = keys::generate_key_file(&args.out, args.force)?;
-            print!("{}", generated.instructions());
-            Ok(())
+            fleetpulse_common::cli::print(&generated.instructions())
         }
         Command::Eval(args) => {
             let code = eval::run(args).await;
             std::process::exit(code);
         }
         Command::Run(mut args) => {
-            logging::init(cli.log_format, &cli.log_filter)?;
+            fleetpulse_common::cli::init_logging(cli.log_format, &cli.log_filter)?;
             let engine_options = EngineOptions {
                 lua_limits: LuaLimits {
                     deadline: Duration::from_millis(args.lua_deadline_ms),

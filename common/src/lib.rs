@@ -7,10 +7,12 @@
 //! - [`selector`]: Kubernetes label-selector matching.
 //! - [`duration`]: Go-style duration strings (`10m`, `1h30m`) as used in check specs.
 //! - [`lua`]: the Luau sandbox that evaluates Lua checks over Kubernetes objects.
+//! - [`cli`]: what both binaries' command lines share: the log shape and error reporting.
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod checks;
+pub mod cli;
 pub mod duration;
 pub mod lua;
 pub mod protocol;

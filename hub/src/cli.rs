@@ -1,6 +1,8 @@
-//! The `fleetpulse-hub` command line: `serve`, `crds`, `get`.
+//! The `fleetpulse-hub` command line: `serve`, `crds`, `get`, `describe`.
 
+pub mod describe;
 pub mod get;
+mod hub_api;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use fleetpulse_common::api::crds;
+use fleetpulse_common::cli::LogFormat;
 use fleetpulse_common::protocol::replay::Freshness;
 
 use crate::brake::BrakeSettings;
@@ -25,9 +28,17 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-    /// Log format.
-    #[arg(long, global = true, env = "FLEETPULSE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
+    /// Log format: human-readable text (coloured only on a terminal) or one JSON object
+    /// per line, in the same shape as the agent's.
+    #[arg(long, global = true, env = "FLEETPULSE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter in tracing's env-filter syntax, e.g. `info` or `info,fleetpulse_hub=debug`.
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "info")]
+    pub log_filter: String,
+    /// On failure, print every cause of the error on its own line and, when
+    /// `RUST_BACKTRACE=1` is set, where it arose (otherwise one line: what failed and why).
+    #[arg(short, long, global = true, env = "FLEETPULSE_VERBOSE")]
+    pub verbose: bool,
 }
 
 /// Subcommands.
@@ -43,6 +54,9 @@ pub enum Command {
     },
     /// Show objects and their health from a running hub.
     Get(get::GetArgs),
+    /// Show one MemberCluster in full from a running hub: conditions, checks, keys, sets,
+    /// recent transitions.
+    Describe(describe::DescribeArgs),
 }
 
 /// `serve` flags.
@@ -218,22 +232,20 @@ fn parse_share(s: &str) -> Result<f64, String> {
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    init_tracing(&cli.log_format);
+    fleetpulse_common::cli::init_logging(cli.log_format, &cli.log_filter)?;
     match cli.command {
-        Command::Crds { out_dir: None } => {
-            print!("{}", crds::to_yaml());
-            Ok(())
-        }
+        Command::Crds { out_dir: None } => fleetpulse_common::cli::print(&crds::to_yaml()),
         Command::Crds { out_dir: Some(dir) } => {
             std::fs::create_dir_all(&dir)?;
             for crd in crds::all() {
                 let path = dir.join(crds::file_name(&crd));
                 std::fs::write(&path, crds::crd_yaml(&crd))?;
-                println!("wrote {}", path.display());
+                fleetpulse_common::cli::print(&format!("wrote {}\n", path.display()))?;
             }
             Ok(())
         }
         Command::Get(args) => get::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
         Command::Serve(args) => {
             let mut options = args.options();
             if args.kube {
@@ -259,19 +271,6 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
             .context("no Kubernetes configuration found; pass --kubeconfig")?,
     };
     Ok(kube::Client::try_from(config)?)
-}
-
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }
 
 async fn shutdown_signal() {

@@ -13,6 +13,7 @@ pub mod cluster;
 mod hub_checks;
 pub mod registry;
 pub mod sets;
+pub mod transitions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -75,6 +76,8 @@ pub struct Fleet {
     /// The objects hub-side checks read (kept apart from the registry: they change often,
     /// and a change only affects the next check round).
     hub_objects: RwLock<Arc<Vec<serde_json::Value>>>,
+    /// Each cluster's recent condition transitions, for `describe`.
+    transitions: Mutex<transitions::TransitionLog>,
 }
 
 impl Fleet {
@@ -91,6 +94,7 @@ impl Fleet {
             prometheus,
             states: Mutex::new(HashMap::new()),
             hub_objects: RwLock::new(Arc::new(Vec::new())),
+            transitions: Mutex::new(Default::default()),
         }
     }
 
@@ -120,7 +124,8 @@ impl Fleet {
     /// the operator.
     pub fn reload(&self, mut objects: Objects, now: Instant, wall: Timestamp) -> Vec<String> {
         self.set_hub_objects(std::mem::take(&mut objects.hub_objects));
-        let (registry, problems) = {
+        let previous = self.registry();
+        let (mut registry, problems) = {
             let mut states = self.states.lock();
             Registry::build(objects, |id| {
                 states
@@ -136,6 +141,7 @@ impl Fleet {
                     .clone()
             })
         };
+        registry.stamp_policy_conditions(&previous, wall);
         self.install(registry);
         self.evaluate_sets(wall);
         problems
@@ -325,8 +331,14 @@ impl Fleet {
         out
     }
 
+    /// The cluster's recent condition transitions, oldest first.
+    pub fn recent_transitions(&self, cluster: &ClusterId) -> Vec<transitions::Transition> {
+        self.transitions.lock().recent(cluster)
+    }
+
     fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
         self.metrics.status_writes.inc();
+        (self.transitions.lock()).observe(cluster, &record.status.conditions);
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),
             record,

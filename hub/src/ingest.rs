@@ -70,6 +70,10 @@ pub fn router(state: AppState, batch: Option<BatchSettings>) -> Router {
         )
         .route("/v1/clusters/{namespace}/{name}/config", get(agent::config))
         .route("/v1/memberclusters", get(read::member_clusters))
+        .route(
+            "/v1/memberclusters/{namespace}/{name}/transitions",
+            get(read::transitions),
+        )
         .route("/v1/clustersets", get(read::cluster_sets))
         .route("/v1/sets", get(read::sets))
         .route("/v1/healthpolicies", get(read::health_policies))

@@ -51,7 +51,8 @@ fn policy_checks_merge_into_matching_clusters_and_clashes_are_reported() {
         ],
         ..Default::default()
     };
-    let problems = fleet.reload(objects, Instant::now(), Timestamp::now());
+    let loaded_at = Timestamp::now();
+    let problems = fleet.reload(objects.clone(), Instant::now(), loaded_at);
     assert_eq!(problems.len(), 1, "{problems:?}");
     let names = |cluster: &str| -> Vec<String> {
         let entry = fleet
@@ -94,6 +95,23 @@ fn policy_checks_merge_into_matching_clusters_and_clashes_are_reported() {
         accepted.message.contains("\"nodes\"") && accepted.message.contains("fleet/a"),
         "{}",
         accepted.message
+    );
+    assert_eq!(
+        accepted.last_transition_time.0, loaded_at,
+        "stamped when it was computed, not at the Unix epoch"
+    );
+    // A reload that changes nothing keeps the transition time.
+    fleet.reload(objects, Instant::now(), Timestamp::now());
+    let again = fleet.registry().health_policies();
+    let again = again
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("platform"))
+        .unwrap();
+    assert_eq!(
+        again.status.as_ref().unwrap().conditions[0]
+            .last_transition_time
+            .0,
+        loaded_at
     );
     let elsewhere = policies
         .iter()

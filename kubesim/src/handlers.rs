@@ -1,13 +1,17 @@
 //! Handlers for the non-watch verbs: get, list (selectors, paging), create, replace, patch,
-//! delete, deletecollection, and the `pods/log` subresource.
+//! delete, deletecollection, and the `pods/log` subresource. Reads answer with a `Table`
+//! when the client asks for one; objects are converted between the API's shape and the
+//! stored one (only `events.k8s.io/v1` Events differ).
 
 use crate::{
     error::ApiError,
+    events::{from_view, to_view},
     ops,
     patch::PatchKind,
     selector::{FieldSelector, LabelSelector},
     server::{Shared, Target},
     store::ns_name,
+    table,
 };
 use axum::{
     Json,
@@ -45,8 +49,14 @@ pub fn selectors(
     Ok((labels, fields))
 }
 
-/// `GET` a collection: selectors, `limit` / `continue` paging, list `resourceVersion`.
-pub fn list(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Reply {
+/// `GET` a collection: selectors, `limit` / `continue` paging, list `resourceVersion`; a
+/// `Table` when `as_table`.
+pub fn list(
+    shared: &Shared,
+    t: &Target,
+    params: &HashMap<String, String>,
+    as_table: bool,
+) -> Reply {
     let (labels, fields) = selectors(params)?;
     let limit: usize = params
         .get("limit")
@@ -67,6 +77,7 @@ pub fn list(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Re
         .list(&t.def, t.namespace.as_deref())
         .into_iter()
         .filter(|o| after.as_ref().is_none_or(|a| ns_name(o) > *a))
+        .map(|o| to_view(&t.def, o))
         .filter(|o| labels.matches(o) && fields.matches(o))
         .collect();
     let remaining = matching.len().saturating_sub(limit);
@@ -79,6 +90,10 @@ pub fn list(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Re
         metadata["continue"] = format!("{n}/{m}").into();
         metadata["remainingItemCount"] = remaining.into();
     }
+    if as_table {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        return ok(table::table(&t.def, &items, metadata, params, now));
+    }
     ok(json!({
         "kind": format!("{}List", t.def.kind),
         "apiVersion": t.def.api_version(),
@@ -87,35 +102,43 @@ pub fn list(shared: &Shared, t: &Target, params: &HashMap<String, String>) -> Re
     }))
 }
 
-/// `GET` one object (or its `status` subresource, which returns the whole object).
-pub fn get(shared: &Shared, t: &Target) -> Reply {
+/// `GET` one object (or its `status` subresource, which returns the whole object); a
+/// one-row `Table` when `as_table`.
+pub fn get(shared: &Shared, t: &Target, params: &HashMap<String, String>, as_table: bool) -> Reply {
     let store = shared.store.lock();
     let obj = store
         .get(&t.def, ns(t), name(t))
         .cloned()
+        .map(|o| to_view(&t.def, o))
         .ok_or_else(|| ApiError::not_found(&t.def.plural, name(t)))?;
+    if as_table {
+        let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+        let now = k8s_openapi::jiff::Timestamp::now();
+        return ok(table::table(&t.def, &[obj], meta, params, now));
+    }
     ok(obj)
 }
 
 /// `POST` a new object.
 pub fn create(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
-    let obj = parse_body(body)?;
-    let created = ops::create(&mut shared.store.lock(), &t.def, ns(t), obj)?;
-    Ok((StatusCode::CREATED, Json(created)).into_response())
+    let obj = from_view(&t.def, parse_body(body)?);
+    let created = ops::create(&mut shared.store.lock(), &t.def.stored(), ns(t), obj)?;
+    Ok((StatusCode::CREATED, Json(to_view(&t.def, created))).into_response())
 }
 
 /// `PUT` an object or its `status` subresource.
 pub fn replace(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
-    let obj = parse_body(body)?;
+    let obj = from_view(&t.def, parse_body(body)?);
     let status_only = t.sub.as_deref() == Some("status");
-    ok(ops::update(
+    let updated = ops::update(
         &mut shared.store.lock(),
-        &t.def,
+        &t.def.stored(),
         ns(t),
         name(t),
         obj,
         status_only,
-    )?)
+    )?;
+    ok(to_view(&t.def, updated))
 }
 
 /// `PATCH` an object or its `status` subresource; apply patches create absent objects.
@@ -125,7 +148,9 @@ pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Re
     let status_only = t.sub.as_deref() == Some("status");
     let mut store = shared.store.lock();
     let ns_key = if t.def.namespaced { ns(t) } else { "" };
-    let Some(current) = store.get(&t.def, ns_key, name(t)).cloned() else {
+    let stored = t.def.stored();
+    let current = store.get(&t.def, ns_key, name(t)).cloned();
+    let Some(current) = current.map(|o| to_view(&t.def, o)) else {
         if kind == PatchKind::Apply && !status_only {
             let mut obj = patch;
             if !obj.is_object() || !(obj["metadata"].is_object() || obj["metadata"].is_null()) {
@@ -134,8 +159,8 @@ pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Re
                 ));
             }
             obj["metadata"]["name"] = name(t).into();
-            let created = ops::create(&mut store, &t.def, ns(t), obj)?;
-            return Ok((StatusCode::CREATED, Json(created)).into_response());
+            let created = ops::create(&mut store, &stored, ns(t), from_view(&t.def, obj))?;
+            return Ok((StatusCode::CREATED, Json(to_view(&t.def, created))).into_response());
         }
         return Err(ApiError::not_found(&t.def.plural, name(t)));
     };
@@ -143,24 +168,21 @@ pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Re
     if kind == PatchKind::Apply && patch["metadata"]["resourceVersion"].is_null() {
         patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     }
-    ok(ops::update(
+    let updated = ops::update(
         &mut store,
-        &t.def,
+        &stored,
         ns(t),
         name(t),
-        patched,
+        from_view(&t.def, patched),
         status_only,
-    )?)
+    )?;
+    ok(to_view(&t.def, updated))
 }
 
 /// `DELETE` one object.
 pub fn delete(shared: &Shared, t: &Target) -> Reply {
-    ok(ops::delete(
-        &mut shared.store.lock(),
-        &t.def,
-        ns(t),
-        name(t),
-    )?)
+    let deleted = ops::delete(&mut shared.store.lock(), &t.def.stored(), ns(t), name(t))?;
+    ok(to_view(&t.def, deleted))
 }
 
 /// `DELETE` a collection (selectors honoured); answers with the list of deleted objects.
@@ -170,12 +192,14 @@ pub fn delete_collection(shared: &Shared, t: &Target, params: &HashMap<String, S
     let victims: Vec<Value> = store
         .list(&t.def, t.namespace.as_deref())
         .into_iter()
+        .map(|o| to_view(&t.def, o))
         .filter(|o| labels.matches(o) && fields.matches(o))
         .collect();
+    let stored = t.def.stored();
     let mut items = Vec::new();
     for v in victims {
         let (n, m) = ns_name(&v);
-        items.push(ops::delete(&mut store, &t.def, &n, &m)?);
+        items.push(to_view(&t.def, ops::delete(&mut store, &stored, &n, &m)?));
     }
     ok(json!({
         "kind": format!("{}List", t.def.kind),

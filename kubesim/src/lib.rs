@@ -2,6 +2,8 @@
 //! `kube` client, with a simulated scheduler/kubelet. It lets fleetpulse test its Kubernetes
 //! code with no cluster: CRUD, selectors, paging, patches, status subresources, finalizers,
 //! watches (with 410 Gone), discovery of CRDs registered at runtime, and per-request ledgers.
+//! It speaks enough for the real `kubectl` too: Tables from printer columns, OpenAPI v3 from
+//! CRD schemas (`kubectl explain`), short names, one Event store behind both Event APIs.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -14,8 +16,10 @@
 
 mod discovery;
 pub mod error;
+mod events;
 mod handlers;
 pub mod kubelet;
+mod openapi;
 mod ops;
 mod patch;
 pub mod resources;
@@ -23,6 +27,7 @@ mod selector;
 mod server;
 mod sim;
 pub mod store;
+mod table;
 mod wait;
 mod watch;
 

@@ -1,7 +1,12 @@
 //! The registry of served resource types: the built-in kinds kubesim knows at start and the
-//! custom resources added when a `CustomResourceDefinition` is created.
+//! custom resources added when a `CustomResourceDefinition` is created ([`crd`]).
+
+pub mod crd;
 
 use serde_json::{Value, json};
+use std::sync::Arc;
+
+pub use crd::{PrinterColumn, from_crd};
 
 /// Verbs advertised in discovery for a top-level resource.
 const RESOURCE_VERBS: &[&str] = &[
@@ -32,6 +37,14 @@ pub struct ResourceDef {
     pub namespaced: bool,
     /// Whether the type has a `status` subresource (main-resource writes then ignore `.status`).
     pub status_subresource: bool,
+    /// Short names advertised in discovery (`kubectl get mc`).
+    pub short_names: Vec<String>,
+    /// Categories advertised in discovery (`kubectl get fleetpulse`).
+    pub categories: Vec<String>,
+    /// Table columns after `Name` (a CRD's `additionalPrinterColumns`); empty: `Age` only.
+    pub columns: Vec<PrinterColumn>,
+    /// The OpenAPI v3 schema of the objects (a CRD version's `schema.openAPIV3Schema`).
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceDef {
@@ -44,11 +57,20 @@ impl ResourceDef {
             kind: kind.to_owned(),
             namespaced,
             status_subresource: false,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            columns: Vec::new(),
+            schema: None,
         }
     }
 
     fn with_status(mut self) -> Self {
         self.status_subresource = true;
+        self
+    }
+
+    fn short(mut self, names: &[&str]) -> Self {
+        self.short_names = names.iter().map(|n| (*n).to_owned()).collect();
         self
     }
 
@@ -61,20 +83,45 @@ impl ResourceDef {
         }
     }
 
+    /// `events.k8s.io/v1` Events: served from the core `v1` Event store, converted.
+    pub fn is_events_v1(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
+    }
+
+    /// The type its objects are stored as: the core `v1` Event for `events.k8s.io/v1`
+    /// Events (one store behind both APIs, as in Kubernetes), else itself.
+    pub fn stored(&self) -> ResourceDef {
+        if self.is_events_v1() {
+            ResourceDef::new("", "v1", "events", "Event", true)
+        } else {
+            self.clone()
+        }
+    }
+
     /// Storage key shared by every version of this resource: `group/plural`.
     pub fn storage_key(&self) -> String {
+        if self.is_events_v1() {
+            return "/events".to_owned();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 
     /// Discovery entries (`APIResource` JSON) for this resource and its subresources.
     pub fn discovery_entries(&self) -> Vec<Value> {
-        let mut out = vec![json!({
+        let mut main = json!({
             "name": self.plural,
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
             "verbs": RESOURCE_VERBS,
-        })];
+        });
+        if !self.short_names.is_empty() {
+            main["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            main["categories"] = json!(self.categories);
+        }
+        let mut out = vec![main];
         if self.status_subresource {
             out.push(json!({
                 "name": format!("{}/status", self.plural),
@@ -97,19 +144,28 @@ impl ResourceDef {
     }
 }
 
-/// The built-in resource types served from start.
+/// The built-in resource types served from start, with the short names Kubernetes gives
+/// them.
 pub fn builtins() -> Vec<ResourceDef> {
     vec![
-        ResourceDef::new("", "v1", "namespaces", "Namespace", false).with_status(),
-        ResourceDef::new("", "v1", "nodes", "Node", false).with_status(),
-        ResourceDef::new("", "v1", "pods", "Pod", true).with_status(),
+        ResourceDef::new("", "v1", "namespaces", "Namespace", false)
+            .with_status()
+            .short(&["ns"]),
+        ResourceDef::new("", "v1", "nodes", "Node", false)
+            .with_status()
+            .short(&["no"]),
+        ResourceDef::new("", "v1", "pods", "Pod", true)
+            .with_status()
+            .short(&["po"]),
         ResourceDef::new("", "v1", "secrets", "Secret", true),
-        ResourceDef::new("", "v1", "configmaps", "ConfigMap", true),
-        ResourceDef::new("", "v1", "events", "Event", true),
-        ResourceDef::new("", "v1", "services", "Service", true).with_status(),
-        ResourceDef::new("", "v1", "serviceaccounts", "ServiceAccount", true),
+        ResourceDef::new("", "v1", "configmaps", "ConfigMap", true).short(&["cm"]),
+        ResourceDef::new("", "v1", "events", "Event", true).short(&["ev"]),
+        ResourceDef::new("", "v1", "services", "Service", true)
+            .with_status()
+            .short(&["svc"]),
+        ResourceDef::new("", "v1", "serviceaccounts", "ServiceAccount", true).short(&["sa"]),
         ResourceDef::new("coordination.k8s.io", "v1", "leases", "Lease", true),
-        ResourceDef::new("events.k8s.io", "v1", "events", "Event", true),
+        ResourceDef::new("events.k8s.io", "v1", "events", "Event", true).short(&["ev"]),
         ResourceDef::new(
             "apiextensions.k8s.io",
             "v1",
@@ -117,34 +173,9 @@ pub fn builtins() -> Vec<ResourceDef> {
             "CustomResourceDefinition",
             false,
         )
-        .with_status(),
+        .with_status()
+        .short(&["crd", "crds"]),
     ]
-}
-
-/// The resource types a `CustomResourceDefinition` object declares, one per served version.
-pub fn from_crd(crd: &Value) -> Vec<ResourceDef> {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or_default();
-    let names = &spec["names"];
-    let plural = names["plural"].as_str().unwrap_or_default();
-    let kind = names["kind"].as_str().unwrap_or_default();
-    let singular = names["singular"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map_or_else(|| kind.to_lowercase(), str::to_owned);
-    let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    versions
-        .iter()
-        .filter(|v| v["served"].as_bool().unwrap_or(true))
-        .filter_map(|v| {
-            let version = v["name"].as_str()?;
-            let mut def = ResourceDef::new(group, version, plural, kind, namespaced);
-            def.singular.clone_from(&singular);
-            def.status_subresource = v["subresources"].get("status").is_some();
-            Some(def)
-        })
-        .collect()
 }
 
 /// The set of served resource types.

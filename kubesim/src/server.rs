@@ -1,11 +1,11 @@
 //! The axum router: discovery routes plus one dispatcher that parses every resource path
 //! (`/api/v1/...`, `/apis/{group}/{version}/...`, cluster-scoped and namespaced), records the
-//! request and hands it to the matching handler.
+//! request and hands it to the matching handler; OpenAPI v3 for `kubectl explain`.
 
 use crate::{
     discovery,
     error::ApiError,
-    handlers, kubelet,
+    handlers, kubelet, openapi,
     resources::ResourceDef,
     store::{RequestRecord, Store},
     watch,
@@ -53,6 +53,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1", get(discovery::core_resources))
         .route("/apis", get(discovery::groups))
         .route("/apis/{group}/{version}", get(discovery::group_resources))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/api/{version}", get(openapi::core))
+        .route("/openapi/v3/apis/{group}/{version}", get(openapi::group))
         .fallback(dispatch)
         .with_state(shared)
 }
@@ -169,13 +172,23 @@ async fn dispatch(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
+    if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        return ApiError::unsupported_media(
+            "application/vnd.kubernetes.protobuf (kubesim reads JSON and YAML bodies only;              kubectl sends protobuf for built-in kinds in `kubectl create <kind>`: use              `kubectl apply -f` instead)",
+        )
+        .into_response();
+    }
+    let as_table = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(crate::table::wants_table);
     let result = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if watching => return watch::watch(&shared, &target, &params),
-        ("GET", false) => handlers::list(&shared, &target, &params),
+        ("GET", false) => handlers::list(&shared, &target, &params, as_table),
         ("GET", true) if target.sub.as_deref() == Some("log") => {
             return handlers::log(&shared, &target, &params);
         }
-        ("GET", true) => handlers::get(&shared, &target),
+        ("GET", true) => handlers::get(&shared, &target, &params, as_table),
         ("POST", false) => handlers::create(&shared, &target, &body),
         ("PUT", true) => handlers::replace(&shared, &target, &body),
         ("PATCH", true) => handlers::patch(&shared, &target, content_type, &body),

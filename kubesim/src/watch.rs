@@ -4,7 +4,9 @@
 
 use crate::{
     error::ApiError,
+    events::to_view,
     handlers::selectors,
+    resources::ResourceDef,
     selector::{FieldSelector, LabelSelector},
     server::{Shared, Target},
     store::WatchRecord,
@@ -24,6 +26,7 @@ use tokio::{sync::broadcast, time::Instant};
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
 struct Filter {
+    def: ResourceDef,
     key: String,
     namespace: Option<String>,
     labels: LabelSelector,
@@ -31,11 +34,20 @@ struct Filter {
 }
 
 impl Filter {
-    fn matches(&self, rec: &WatchRecord) -> bool {
-        rec.key == self.key
-            && self.namespace.as_ref().is_none_or(|n| *n == rec.namespace)
-            && self.labels.matches(&rec.object)
-            && self.fields.matches(&rec.object)
+    /// The watch line for `rec` (its object as this API shows it), if the watch wants it.
+    fn line(&self, rec: &WatchRecord) -> Option<Bytes> {
+        if rec.key != self.key || self.namespace.as_ref().is_some_and(|n| *n != rec.namespace) {
+            return None;
+        }
+        let converted;
+        let object = if self.def.is_events_v1() {
+            converted = to_view(&self.def, rec.object.clone());
+            &converted
+        } else {
+            &rec.object
+        };
+        (self.labels.matches(object) && self.fields.matches(object))
+            .then(|| line(rec.event.as_str(), object))
     }
 }
 
@@ -84,9 +96,11 @@ fn stream_response(s: Stream) -> Response {
                 }
                 _ = s.close.changed() => s.done = true,
                 r = s.rx.recv() => match r {
-                    Ok(rec) if rec.rv > s.last_rv && s.filter.matches(&rec) => {
-                        s.last_rv = rec.rv;
-                        s.pending.push_back(line(rec.event.as_str(), &rec.object));
+                    Ok(rec) if rec.rv > s.last_rv => {
+                        if let Some(l) = s.filter.line(&rec) {
+                            s.last_rv = rec.rv;
+                            s.pending.push_back(l);
+                        }
                     }
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -129,6 +143,7 @@ pub fn watch(shared: &Arc<Shared>, t: &Target, params: &HashMap<String, String>)
         },
     };
     let filter = Filter {
+        def: t.def.clone(),
         key: t.def.storage_key(),
         namespace: t.namespace.clone(),
         labels,
@@ -140,9 +155,7 @@ pub fn watch(shared: &Arc<Shared>, t: &Target, params: &HashMap<String, String>)
     let rx = match from_rv.filter(|_| !flag("sendInitialEvents")) {
         Some(rv) => match store.watch_from(rv) {
             Some((replay, rx)) => {
-                for rec in replay.iter().filter(|r| filter.matches(r)) {
-                    pending.push_back(line(rec.event.as_str(), &rec.object));
-                }
+                pending.extend(replay.iter().filter_map(|r| filter.line(r)));
                 rx
             }
             None => {
@@ -162,6 +175,7 @@ pub fn watch(shared: &Arc<Shared>, t: &Target, params: &HashMap<String, String>)
         },
         None => {
             for obj in store.list(&t.def, t.namespace.as_deref()) {
+                let obj = to_view(&t.def, obj);
                 if filter.labels.matches(&obj) && filter.fields.matches(&obj) {
                     pending.push_back(line("ADDED", &obj));
                 }

@@ -21,6 +21,7 @@ use super::ClusterCheck;
     group = "fleetpulse.io",
     version = "v1alpha1",
     kind = "HealthPolicy",
+    doc = "Checks declared once and applied to every MemberCluster of this namespace that clusterSelector matches, so a platform team can own health logic without write access to MemberClusters.",
     namespaced,
     status = "HealthPolicyStatus",
     shortname = "hp",
@@ -30,7 +31,20 @@ use super::ClusterCheck;
     printcolumn(
         name = "Clusters",
         type_ = "integer",
-        json_path = ".status.matchedClusters"
+        json_path = ".status.matchedClusters",
+        description = "how many MemberClusters the policy applies to"
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Accepted")].status"#,
+        description = "False when a check was skipped for a name clash"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Accepted")].reason"#,
+        priority = 1
     ),
     printcolumn(
         name = "Age",
@@ -59,7 +73,12 @@ pub struct HealthPolicyStatus {
     /// How many MemberClusters the policy applies to.
     #[serde(default)]
     pub matched_clusters: u32,
-    /// Conditions, e.g. `Accepted=False` when a check name collides with a cluster's own.
+    /// `Accepted`: `True` (reason `Applied`) when every check of the policy reaches every
+    /// matched cluster; `False` (reason `CheckNameClash`) when a check was skipped for a
+    /// cluster that already has a check of that name, with the clashes in the message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }

@@ -17,6 +17,7 @@ use super::{CheckKind, ClusterCheck};
     group = "fleetpulse.io",
     version = "v1alpha1",
     kind = "MemberCluster",
+    doc = "A managed cluster as the fleetpulse hub knows it: how often its agent reports, which keys may sign its reports, what ready and healthy mean for it, and (in status, written by the hub) whether it is reachable, ready and healthy.",
     namespaced,
     status = "MemberClusterStatus",
     shortname = "mc",

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ed25519_dalek::VerifyingKey;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
@@ -162,6 +163,21 @@ impl Registry {
         &self.objects
     }
 
+    /// Stamps the transition time of every HealthPolicy condition: kept from `previous` when
+    /// the condition's status is unchanged, `now` otherwise (a condition is computed on each
+    /// reload, so without this its time would be the reload's).
+    pub fn stamp_policy_conditions(&mut self, previous: &Registry, now: Timestamp) {
+        for (key, status) in &mut self.policy_statuses {
+            let before = previous.policy_statuses.get(key);
+            for c in &mut status.conditions {
+                let kept = before
+                    .and_then(|b| condition::find(&b.conditions, &c.type_))
+                    .filter(|b| b.status == c.status);
+                c.last_transition_time = kept.map_or(Time(now), |b| b.last_transition_time.clone());
+            }
+        }
+    }
+
     /// Every HealthPolicy with its status: how many clusters it applies to, and whether any
     /// of its checks was skipped for a name clash.
     pub fn health_policies(&self) -> Vec<HealthPolicy> {
@@ -293,7 +309,8 @@ fn policy_statuses(
     policies: &[HealthPolicy],
     clashes: &BTreeMap<(String, String), (u32, Vec<String>)>,
 ) -> BTreeMap<(String, String), HealthPolicyStatus> {
-    let epoch = k8s_openapi::jiff::Timestamp::UNIX_EPOCH;
+    // Transition times are stamped by `Registry::stamp_policy_conditions`.
+    let unstamped = Timestamp::UNIX_EPOCH;
     policies
         .iter()
         .map(|p| {
@@ -308,6 +325,7 @@ fn policy_statuses(
             let mut status = HealthPolicyStatus {
                 matched_clusters: matched,
                 conditions: vec![],
+                observed_generation: p.metadata.generation,
             };
             let (s, reason, message) = if skipped.is_empty() {
                 (
@@ -335,7 +353,7 @@ fn policy_statuses(
                 s,
                 reason,
                 &message,
-                epoch,
+                unstamped,
             );
             (key, status)
         })

@@ -2,10 +2,13 @@
 //! lists (`{apiVersion, kind: XList, items}`).
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
 use fleetpulse_common::api::API_VERSION;
+use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::fleet::transitions::Transition;
 
 use super::AppState;
 
@@ -47,6 +50,17 @@ pub async fn member_clusters(
     let mut items = s.fleet.member_clusters();
     items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
     list("MemberCluster", items)
+}
+
+/// `GET /v1/memberclusters/{namespace}/{name}/transitions`: the cluster's recent
+/// condition transitions, oldest first (kept in this hub process's memory; empty for an
+/// unknown cluster).
+pub async fn transitions(
+    State(s): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Json<List<Transition>> {
+    let id = ClusterId::new(namespace, name);
+    list("Transition", s.fleet.recent_transitions(&id))
 }
 
 /// `GET /v1/clustersets`.

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
 
 use super::hub_objects::{self, HubObjects};
+use super::policy_status;
 use crate::fleet::{Fleet, Objects};
 
 /// How often kinds that hub-side checks read but the management cluster does not serve
@@ -35,6 +36,7 @@ pub struct KubeSource {
     health_policies: Store<HealthPolicy>,
     changed: Arc<Notify>,
     hub_objects: HubObjects,
+    client: kube::Client,
 }
 
 fn reflect<K>(client: &kube::Client, changed: Arc<Notify>, stop: CancellationToken) -> Store<K>
@@ -92,6 +94,7 @@ impl KubeSource {
             health_policies: reflect(client, changed.clone(), stop.clone()),
             changed,
             hub_objects: HubObjects::new(client.clone(), stop.clone()),
+            client: client.clone(),
         }
     }
 
@@ -131,11 +134,22 @@ impl KubeSource {
         }
     }
 
+    /// Writes the HealthPolicy statuses the last reload computed where the API differs.
+    async fn write_policy_statuses(&self, fleet: &Fleet) {
+        let on_api: Vec<HealthPolicy> = (self.health_policies.state().iter())
+            .map(|p| (**p).clone())
+            .collect();
+        let computed = fleet.registry().health_policies();
+        policy_status::write(&self.client, &on_api, &computed, Timestamp::now()).await;
+    }
+
     /// Reloads the fleet whenever a watched object changes, until `stop`. Changes arriving
     /// together are applied as one reload.
     /// `missing`: whether a kind hub-side checks read was not served at the first look.
     pub async fn drive(mut self, fleet: Arc<Fleet>, mut missing: bool, stop: CancellationToken) {
         let hub_changed = self.hub_objects.changed.clone();
+        // The first reload happened before the drive started.
+        self.write_policy_statuses(&fleet).await;
         let mut retry = tokio::time::interval(MISSING_KIND_RETRY);
         retry.reset();
         loop {
@@ -152,6 +166,7 @@ impl KubeSource {
                 for problem in fleet.reload(self.objects(), Instant::now(), Timestamp::now()) {
                     tracing::error!(problem, "conflicting objects");
                 }
+                self.write_policy_statuses(&fleet).await;
             } else {
                 fleet.set_hub_objects(self.hub_objects.objects());
             }

@@ -65,7 +65,7 @@ fn selected(s: &Scenario) -> Option<String> {
 fn print_tables(s: &Scenario) {
     print!(
         "{}",
-        member_cluster_table(&s.member_clusters(), Timestamp::now())
+        member_cluster_table(&s.member_clusters(), Timestamp::now(), false)
     );
     let sets = s.hub().fleet.cluster_sets();
     println!();

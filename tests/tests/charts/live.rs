@@ -22,7 +22,7 @@ use fleetpulse_agent::checks::engine::{CheckEngine, EngineOptions};
 use fleetpulse_agent::checks::resources::{KubeReader, Reader};
 use fleetpulse_agent::{AgentHandle, key_secret};
 use fleetpulse_common::api::condition::{HEALTHY, Status};
-use fleetpulse_common::api::{ClusterSet, MemberCluster, Set, crds};
+use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set, crds};
 use fleetpulse_common::lua::LuaLimits;
 use fleetpulse_common::protocol::keys;
 use fleetpulse_common::protocol::report::ClusterId;
@@ -282,6 +282,16 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         }),
     )
     .await;
+    // A HealthPolicy matching no cluster (so it changes no check): its status is written.
+    create(
+        &Api::<HealthPolicy>::namespaced(mgmt.client(), FLEET),
+        json!({
+            "apiVersion": "fleetpulse.io/v1alpha1", "kind": "HealthPolicy",
+            "metadata": {"name": "staging", "namespace": FLEET},
+            "spec": {"clusterSelector": {"matchLabels": {"tier": "staging"}}}
+        }),
+    )
+    .await;
 
     // The hub, with the hub chart's arguments (every optional feature on, which includes
     // reading KeptnMetrics for hub-side checks).
@@ -380,6 +390,7 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         ("patch", "memberclusters/status", Some(FLEET)),
         ("patch", "clustersets/status", None),
         ("patch", "memberclusters", Some(FLEET)),
+        ("patch", "healthpolicies/status", Some(FLEET)),
     ] {
         assert!(
             has(&hub_requests, verb, resource, namespace),
