@@ -1,45 +1,41 @@
-# syntax=docker/dockerfile:1
-# Container images of fleetpulse: one build stage compiles both binaries, then one small
-# runtime stage per binary:
+# Container images of fleetpulse, one per binary, built by scripts/build-images.sh:
 #
-#   docker build --target hub   -t ghcr.io/fleetpulse/fleetpulse-hub:0.1.0 .
-#   docker build --target agent -t ghcr.io/fleetpulse/fleetpulse-agent:0.1.0 .
+#   bash scripts/build-images.sh   # -> target/images/fleetpulse-{hub,agent}.oci.tar
 #
-# The runtime base is distroless "cc" (glibc, libgcc, CA certificates, no shell, no package
-# manager) in its nonroot variant (uid/gid 65532). Not fully static: the Lua engine (Luau,
-# C++) and SQLite are compiled in through cc and want glibc's C++ runtime pieces; distroless
-# cc carries exactly those. The Helm charts run these images with a read-only root
-# filesystem as uid 65532.
+# Every stage is COPY-only and FROM scratch, so buildah (or podman, or docker) builds it
+# without running a container. The build context is the one the script assembles:
 #
-# The project's development machines and CI have no container engine, so this file is not
-# built there; keep it conventional (plain `cargo build --release --locked`).
+#   rootfs/            a distroless-style base from Debian packages: glibc, libgcc,
+#                      libstdc++ (Luau is C++), CA certificates in
+#                      /etc/ssl/certs/ca-certificates.crt, /etc/passwd with the non-root
+#                      user 65532, an empty /tmp; no shell, no package manager
+#   home/nonroot/      the user's home, owned by it
+#   fleetpulse-hub     the release binaries (cargo build --release --locked)
+#   fleetpulse-agent
+#
+# The Helm charts run these images as uid 65532 with a read-only root filesystem.
 
-ARG RUST_VERSION=1.95
+FROM scratch AS base
+COPY rootfs/ /
+COPY --chown=65532:65532 home/ /home/
 
-FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
-WORKDIR /src
-COPY . .
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin fleetpulse-hub --bin fleetpulse-agent \
- && mkdir -p /out \
- && cp target/release/fleetpulse-hub target/release/fleetpulse-agent /out/
-
-FROM gcr.io/distroless/cc-debian12:nonroot AS hub
+FROM base AS hub
 LABEL org.opencontainers.image.title="fleetpulse-hub" \
       org.opencontainers.image.description="fleetpulse hub: verifies signed heartbeats, keeps cluster health, fails ClusterSets over" \
       org.opencontainers.image.source="https://github.com/fleetpulse/fleetpulse" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /out/fleetpulse-hub /usr/local/bin/fleetpulse-hub
+COPY fleetpulse-hub /usr/local/bin/fleetpulse-hub
 USER 65532:65532
+WORKDIR /home/nonroot
 EXPOSE 8443
 ENTRYPOINT ["/usr/local/bin/fleetpulse-hub"]
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS agent
+FROM base AS agent
 LABEL org.opencontainers.image.title="fleetpulse-agent" \
       org.opencontainers.image.description="fleetpulse agent: runs health checks in a managed cluster and pushes signed heartbeats to the hub" \
       org.opencontainers.image.source="https://github.com/fleetpulse/fleetpulse" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /out/fleetpulse-agent /usr/local/bin/fleetpulse-agent
+COPY fleetpulse-agent /usr/local/bin/fleetpulse-agent
 USER 65532:65532
+WORKDIR /home/nonroot
 ENTRYPOINT ["/usr/local/bin/fleetpulse-agent"]

@@ -1,5 +1,6 @@
 //! The command line: `keygen` writes a key and says what to put on the hub; `run` runs the
-//! checks and sends heartbeats until SIGTERM or Ctrl-C; `eval` tries checks offline. Every flag can also be set by an environment
+//! checks and sends heartbeats until SIGTERM or Ctrl-C (serving `--listen`'s probes and
+//! metrics meanwhile); `eval` tries checks offline. Every flag can also be set by an environment
 //! variable (`FLEETPULSE_...`); the Helm chart passes flags, which clap checks (a mistyped variable would be ignored).
 
 pub mod eval;
@@ -17,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::lua::LuaLimits;
 
+use crate::checks::ChecksSource;
 use crate::checks::engine::{CheckEngine, EngineOptions};
 use crate::checks::resources::Reader;
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
+use crate::serve::{self, Endpoint, metrics::AgentMetrics};
 use crate::{Url, key_secret, keys, tls};
 use ed25519_dalek::SigningKey;
 
@@ -147,6 +150,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAMESPACE", env = "FLEETPULSE_CHECKS_NAMESPACE",
           default_value = crate::checks::engine::DEFAULT_CHECKS_NAMESPACE)]
     pub checks_namespace: String,
+    /// Serve `/healthz`, `/readyz` and `/metrics` over plain HTTP on this address, e.g.
+    /// `0.0.0.0:9090` (the chart's probes and ServiceMonitor use it). `/readyz` fails until
+    /// the hub accepts a heartbeat and when none was accepted for 3 intervals. Off when unset.
+    #[arg(long, value_name = "ADDR", env = "FLEETPULSE_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl RunArgs {
@@ -199,6 +207,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 },
                 default_period: Duration::from_secs(args.interval_seconds),
                 checks_namespace: args.checks_namespace.clone(),
+                metrics: AgentMetrics::default(),
             };
             let reader = kube_client::reader(args.kubeconfig.as_deref()).await?;
             let mut key = None;
@@ -217,11 +226,35 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                         .unwrap_or_default();
                 }
             }
+            let listener = match args.listen {
+                Some(addr) => Some(
+                    tokio::net::TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("cannot listen on --listen {addr}"))?,
+                ),
+                None => None,
+            };
+            let metrics = engine_options.metrics.clone();
             let mut opts = args.into_options(key)?;
             let shutdown = CancellationToken::new();
             signals::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGTERM")?;
-            opts.checks = Arc::new(CheckEngine::spawn(reader, engine_options, shutdown.clone()));
-            crate::run(opts, shutdown).await?;
+            let checks: Arc<dyn ChecksSource> =
+                Arc::new(CheckEngine::spawn(reader, engine_options, shutdown.clone()));
+            opts.checks = checks.clone();
+            opts.metrics = metrics.clone();
+            let agent = crate::spawn(opts)?;
+            if let Some(listener) = listener {
+                let addr = listener.local_addr()?;
+                tracing::info!(%addr, "listening: /healthz, /readyz, /metrics");
+                let endpoint = Endpoint {
+                    status: agent.watch(),
+                    checks,
+                    metrics,
+                };
+                tokio::spawn(serve::serve(listener, endpoint, shutdown.clone()));
+            }
+            shutdown.cancelled().await;
+            agent.stop().await?;
             Ok(())
         }
     }

@@ -14,6 +14,7 @@
 //! - [`tls`]: the rustls client configuration (pinned CA bundle or system roots).
 //! - [`keys`]: `keygen` and reading the private key file.
 //! - [`key_secret`]: the key kept in a Secret when no key file is given; the cluster UID.
+//! - [`serve`]: `--listen`: `/healthz`, `/readyz` and `/metrics` of the agent itself.
 //! - [`cli`]: the command line (`keygen`, `run`), logging and signal handling.
 //!
 //! [`HeartbeatReport`]: fleetpulse_common::protocol::report::HeartbeatReport
@@ -28,6 +29,7 @@ pub mod keys;
 pub mod options;
 pub mod report;
 pub mod runner;
+pub mod serve;
 pub mod tls;
 
 pub use error::AgentError;

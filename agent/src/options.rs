@@ -11,6 +11,7 @@ use fleetpulse_common::protocol::report::ClusterId;
 use crate::Url;
 use crate::checks::{ChecksSource, NoChecks};
 use crate::error::AgentError;
+use crate::serve::metrics::AgentMetrics;
 
 /// The audience (`aud`) an agent addresses its reports to unless told otherwise.
 pub const DEFAULT_AUDIENCE: &str = "fleetpulse";
@@ -54,6 +55,8 @@ pub struct AgentOptions {
     pub allow_insecure_http: bool,
     /// Where check results come from (default: [`NoChecks`]).
     pub checks: Arc<dyn ChecksSource>,
+    /// Where the heartbeat loop records its metrics (default: a set nobody serves).
+    pub metrics: AgentMetrics,
 }
 
 impl AgentOptions {
@@ -70,6 +73,7 @@ impl AgentOptions {
             interval: DEFAULT_INTERVAL,
             allow_insecure_http: false,
             checks: Arc::new(NoChecks),
+            metrics: AgentMetrics::default(),
         }
     }
 

@@ -136,6 +136,11 @@ pub struct ServeArgs {
     /// `lastHeartbeatTime` on the API is at most this old (0: write on transitions only).
     #[arg(long, env = "FLEETPULSE_STATUS_REFRESH_SECONDS", default_value_t = 300)]
     pub status_refresh_seconds: u64,
+    /// Also expose `fleetpulse_hub_cluster_condition`: one series per MemberCluster,
+    /// condition and status (9 per cluster). Off by default: a fleet of 10,000 clusters
+    /// would add 90,000 series.
+    #[arg(long, env = "FLEETPULSE_PER_CLUSTER_METRICS")]
+    pub per_cluster_metrics: bool,
     /// Kubernetes mode: elect a leader among hub replicas with a Lease; the others stand
     /// by (not ready, refusing heartbeats) until the lease is free.
     #[arg(long, env = "FLEETPULSE_LEADER_ELECT", requires = "kube")]
@@ -189,6 +194,7 @@ impl ServeArgs {
             max_wait: Duration::from_millis(self.batch_verify_wait_ms),
         });
         o.status_refresh = Duration::from_secs(self.status_refresh_seconds);
+        o.per_cluster_metrics = self.per_cluster_metrics;
         o.leader = self.leader_elect.then(|| LeaderSettings {
             namespace: (self.lease_namespace.clone())
                 .or_else(|| self.pod_namespace.clone())

@@ -325,6 +325,15 @@ impl Fleet {
 
     /// The metrics in the Prometheus text format.
     pub fn encode_metrics(&self) -> String {
+        let statuses = self.sets.lock().statuses.clone();
+        self.metrics.scrape(&statuses, || {
+            let registry = self.registry();
+            let conditions = |e: &ClusterEntry| e.state.lock().health.conditions().to_vec();
+            registry
+                .clusters()
+                .map(|e| (e.id.clone(), conditions(e)))
+                .collect()
+        });
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.prometheus)
             .expect("writing to a String cannot fail");
@@ -339,6 +348,9 @@ impl Fleet {
     fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
         self.metrics.status_writes.inc();
         (self.transitions.lock()).observe(cluster, &record.status.conditions);
+        self.metrics
+            .transitions
+            .written(cluster, &record.status.conditions);
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),
             record,

@@ -1,20 +1,28 @@
 //! The hub's Prometheus metrics, registered into a `prometheus-client` registry owned by
-//! the [`crate::fleet::Fleet`] (no global statics) and served on `/metrics`.
+//! the [`crate::fleet::Fleet`] (no global statics) and served on `/metrics`. docs/metrics.md
+//! lists every metric with its labels and what to alert on.
 //!
-//! | metric | labels | meaning |
-//! |---|---|---|
-//! | `fleetpulse_hub_heartbeats_total` | `result` | heartbeats by outcome: `accepted` or a rejection code |
-//! | `fleetpulse_hub_config_requests_total` | `result` | config pulls by outcome |
-//! | `fleetpulse_hub_status_writes_total` | | status writes queued to the store (transitions) |
-//! | `fleetpulse_hub_clusters` | `condition`, `status` | clusters per condition status, at the last detector tick |
-//! | `fleetpulse_hub_failovers_total` | | selected clusters replaced after their toleration ran out |
-//! | `fleetpulse_hub_partition_brake_engaged` | | 1 while set reassignment is frozen by the partition brake |
+//! Counters are recorded where the hub already acts (a request's outcome, a status write,
+//! a failover, a brake change); gauges of sets and (with `--per-cluster-metrics`) of each
+//! cluster are rebuilt from the fleet's state at each scrape ([`Metrics::scrape`]), so a
+//! deleted set or cluster disappears from the next scrape.
 
+mod clusters;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use fleetpulse_common::api::SetStatus;
+use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::brake::BrakeState;
+use crate::selection::SetKey;
+
+pub use clusters::Transitions;
 
 /// `result` label: `accepted` or a stable rejection code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,6 +40,42 @@ pub struct ConditionLabels {
     pub status: &'static str,
 }
 
+/// `code` and `request` labels of rejected reports.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectedLabels {
+    /// The stable rejection code (`unknown_key`, `replayed`, ...).
+    pub code: &'static str,
+    /// `heartbeat` or `config`.
+    pub request: &'static str,
+}
+
+/// `kind` (`ClusterSet` or `Set`) and `set` (its name, `namespace/name` for a Set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SetLabels {
+    /// `ClusterSet` or `Set`.
+    pub kind: &'static str,
+    /// The set's name (`namespace/name` for a Set).
+    pub set: String,
+}
+
+/// A failover: the set and the reason of the condition that made the cluster ineligible.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailoverLabels {
+    /// `ClusterSet` or `Set`.
+    pub kind: &'static str,
+    /// The set's name.
+    pub set: String,
+    /// The reason of the replaced cluster's failing condition, e.g. `HeartbeatsStopped`.
+    pub reason: String,
+}
+
+/// `state` label of the brake: `Released`, `Engaged` or `Settling`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BrakeLabels {
+    /// The brake state.
+    pub state: &'static str,
+}
+
 /// Every hub metric.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -39,30 +83,54 @@ pub struct Metrics {
     pub heartbeats: Family<ResultLabels, Counter>,
     /// Config requests by outcome.
     pub config_requests: Family<ResultLabels, Counter>,
+    /// Rejected heartbeats and config requests by code.
+    pub rejected: Family<RejectedLabels, Counter>,
     /// Status writes (transitions).
     pub status_writes: Counter,
     /// Clusters per condition status.
     pub clusters: Family<ConditionLabels, Gauge>,
-    /// Set failovers.
-    pub failovers: Counter,
+    /// Set failovers, by set and reason.
+    pub failovers: Family<FailoverLabels, Counter>,
     /// 1 while the partition brake freezes reassignment.
     pub partition_brake_engaged: Gauge,
+    /// 1 for the brake's current state.
+    pub partition_brake_state: Family<BrakeLabels, Gauge>,
+    /// 1: this process leads (a hub serves its fleet only once it leads).
+    pub leader: Gauge,
+    /// Clusters each set selects.
+    pub set_selected: Family<SetLabels, Gauge>,
+    /// 1 while a set is satisfied.
+    pub set_satisfied: Family<SetLabels, Gauge>,
+    /// MemberCluster condition transitions, and the optional per-cluster gauges.
+    pub transitions: Transitions,
 }
 
 impl Metrics {
     /// Creates the metrics and registers them under the `fleetpulse_hub` prefix.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
+        m.leader.set(1);
+        m.brake(&BrakeState::Released);
         let r = registry.sub_registry_with_prefix("fleetpulse_hub");
+        let counters = [
+            (
+                "heartbeats",
+                "Heartbeats by outcome (accepted or a rejection code)",
+                &m.heartbeats,
+            ),
+            (
+                "config_requests",
+                "Config requests by outcome",
+                &m.config_requests,
+            ),
+        ];
+        for (name, help, family) in counters {
+            r.register(name, help, family.clone());
+        }
         r.register(
-            "heartbeats",
-            "Heartbeats by outcome (accepted or a rejection code)",
-            m.heartbeats.clone(),
-        );
-        r.register(
-            "config_requests",
-            "Config requests by outcome",
-            m.config_requests.clone(),
+            "rejected_reports",
+            "Rejected heartbeats and config requests, by rejection code",
+            m.rejected.clone(),
         );
         r.register(
             "status_writes",
@@ -76,7 +144,7 @@ impl Metrics {
         );
         r.register(
             "failovers",
-            "Selected clusters replaced after their toleration ran out",
+            "Selected clusters replaced after their toleration ran out, by set and reason",
             m.failovers.clone(),
         );
         r.register(
@@ -84,46 +152,132 @@ impl Metrics {
             "1 while set reassignment is frozen by the partition brake",
             m.partition_brake_engaged.clone(),
         );
+        r.register(
+            "partition_brake_state",
+            "1 for the partition brake's current state (Released, Engaged, Settling)",
+            m.partition_brake_state.clone(),
+        );
+        r.register(
+            "leader",
+            "1 on the replica that leads and serves agents (standbys expose 0)",
+            m.leader.clone(),
+        );
+        r.register(
+            "set_selected_clusters",
+            "Clusters a ClusterSet or Set selects",
+            m.set_selected.clone(),
+        );
+        r.register(
+            "set_satisfied",
+            "1 while a ClusterSet or Set has as many eligible selected clusters as it wants",
+            m.set_satisfied.clone(),
+        );
+        m.transitions.register(r);
         m
     }
 
     /// Counts a heartbeat outcome.
     pub fn heartbeat(&self, result: &'static str) {
-        self.heartbeats
-            .get_or_create(&ResultLabels { result })
-            .inc();
+        self.count(&self.heartbeats, "heartbeat", result);
     }
 
     /// Counts a config request outcome.
     pub fn config_request(&self, result: &'static str) {
-        self.config_requests
-            .get_or_create(&ResultLabels { result })
-            .inc();
+        self.count(&self.config_requests, "config", result);
+    }
+
+    fn count(
+        &self,
+        family: &Family<ResultLabels, Counter>,
+        request: &'static str,
+        result: &'static str,
+    ) {
+        family.get_or_create(&ResultLabels { result }).inc();
+        if result != "accepted" {
+            self.rejected
+                .get_or_create(&RejectedLabels {
+                    code: result,
+                    request,
+                })
+                .inc();
+        }
+    }
+
+    /// Records the brake's state.
+    pub fn brake(&self, state: &BrakeState) {
+        let current = brake_state_name(state);
+        for name in ["Released", "Engaged", "Settling"] {
+            self.partition_brake_state
+                .get_or_create(&BrakeLabels { state: name })
+                .set(i64::from(name == current));
+        }
+        self.partition_brake_engaged
+            .set(i64::from(!matches!(state, BrakeState::Released)));
+    }
+
+    /// Counts one failover per cluster `dropped` from `set`, by the reason of its failing
+    /// condition (the `(Reason)` in the selection's explanation).
+    pub fn failover(&self, set: &SetKey, dropped: &[(ClusterId, String)]) {
+        let (kind, name) = set_labels(set);
+        for (_, why) in dropped {
+            let reason = why
+                .split_once('(')
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map_or("Unknown", |(reason, _)| reason);
+            self.failovers
+                .get_or_create(&FailoverLabels {
+                    kind,
+                    set: name.clone(),
+                    reason: reason.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// Rebuilds the per-scrape gauges from the fleet's state: every set's status, and
+    /// (with per-cluster metrics on) every cluster's conditions.
+    pub fn scrape<'a>(
+        &self,
+        sets: impl IntoIterator<Item = (&'a SetKey, &'a SetStatus)>,
+        clusters: impl FnOnce() -> Vec<(ClusterId, Vec<Condition>)>,
+    ) {
+        self.set_selected.clear();
+        self.set_satisfied.clear();
+        for (key, status) in sets {
+            let (kind, set) = set_labels(key);
+            let labels = SetLabels { kind, set };
+            let selected = status.selected_cluster_refs.len();
+            self.set_selected
+                .get_or_create(&labels)
+                .set(i64::try_from(selected).unwrap_or(i64::MAX));
+            let satisfied = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == crate::fleet::sets::SATISFIED && c.status == "True");
+            self.set_satisfied
+                .get_or_create(&labels)
+                .set(i64::from(satisfied));
+        }
+        if self.transitions.per_cluster() {
+            self.transitions.set_clusters(clusters());
+        }
+    }
+}
+
+fn brake_state_name(state: &BrakeState) -> &'static str {
+    match state {
+        BrakeState::Released => "Released",
+        BrakeState::Engaged { .. } => "Engaged",
+        BrakeState::Settling { .. } => "Settling",
+    }
+}
+
+fn set_labels(key: &SetKey) -> (&'static str, String) {
+    match key {
+        SetKey::ClusterSet(name) => ("ClusterSet", name.clone()),
+        SetKey::Set(id) => ("Set", id.to_string()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_metric_is_exposed_with_its_prefix() {
-        let mut registry = Registry::default();
-        let m = Metrics::register(&mut registry);
-        m.heartbeat("accepted");
-        m.config_request("unknown_key");
-        m.failovers.inc();
-        m.partition_brake_engaged.set(1);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        for name in [
-            "fleetpulse_hub_heartbeats_total{result=\"accepted\"} 1",
-            "fleetpulse_hub_config_requests_total{result=\"unknown_key\"} 1",
-            "fleetpulse_hub_status_writes_total 0",
-            "fleetpulse_hub_failovers_total 1",
-            "fleetpulse_hub_partition_brake_engaged 1",
-        ] {
-            assert!(text.contains(name), "{name} missing from:\n{text}");
-        }
-    }
-}
+mod tests;

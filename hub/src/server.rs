@@ -112,6 +112,8 @@ pub struct HubOptions {
     pub status_refresh: Duration,
     /// How heartbeat signatures are batched (`None`: one `verify_strict` each).
     pub batch_verify: Option<BatchSettings>,
+    /// Expose per-cluster condition gauges on `/metrics`.
+    pub per_cluster_metrics: bool,
 }
 
 impl HubOptions {
@@ -134,6 +136,7 @@ impl HubOptions {
             leader: None,
             status_refresh: Duration::from_secs(300),
             batch_verify: Some(BatchSettings::default()),
+            per_cluster_metrics: false,
         }
     }
 }
@@ -265,6 +268,9 @@ impl Starting {
                 (fleet, Some(manifests))
             }
         };
+        if opts.per_cluster_metrics {
+            fleet.metrics().transitions.enable_per_cluster();
+        }
         let app = ingest::router(
             AppState {
                 fleet: fleet.clone(),

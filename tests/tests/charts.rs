@@ -13,7 +13,14 @@
 //!   hub's, Secrets only namespaced for the agent, pods created only in the checks
 //!   namespace);
 //! - the CRDs helm installs are the ones the Rust types generate;
-//! - the NOTES' public-key command prints the key the agent generated;
+//! - the NOTES' public-key command prints the key the agent generated, and every command
+//!   in both charts' NOTES is valid shell as pasted (`bash -n`);
+//! - (`charts/observability.rs`) the dashboard ConfigMap and the PrometheusRule render as
+//!   their values ask, and every metric they (and docs/metrics.md) name is exposed by a
+//!   running hub or agent;
+//! - (`charts/operations.rs`) agent probes and ServiceMonitor, PodDisruptionBudgets,
+//!   NetworkPolicies, digests, extra volumes and env, the hub CA from a Secret, IPv6 hub
+//!   URLs, and default images equal to what `scripts/build-images.sh` tags;
 //! - (`charts/live.rs`) the RBAC rules allow every call the real hub and agent make against
 //!   a recording Kubernetes API server, and the agent is granted nothing it does not use.
 
@@ -21,6 +28,10 @@
 mod live;
 #[path = "charts/notes.rs"]
 mod notes;
+#[path = "charts/observability.rs"]
+mod observability;
+#[path = "charts/operations.rs"]
+mod operations;
 #[path = "charts/rbac.rs"]
 mod rbac;
 #[path = "charts/security.rs"]

@@ -27,6 +27,7 @@ use super::pod::{KubePodApi, PodCheckRunner};
 use super::resources::Reader;
 use super::timing::{Timing, Tracker};
 use super::{ChecksSource, RunOutcome, probe};
+use crate::serve::metrics::AgentMetrics;
 
 /// Engine settings.
 #[derive(Clone, Debug)]
@@ -37,6 +38,8 @@ pub struct EngineOptions {
     pub default_period: Duration,
     /// Namespace pod checks run in when their spec names none.
     pub checks_namespace: String,
+    /// Where each round's durations are recorded.
+    pub metrics: AgentMetrics,
 }
 
 impl Default for EngineOptions {
@@ -45,6 +48,7 @@ impl Default for EngineOptions {
             lua_limits: LuaLimits::default(),
             default_period: Duration::from_secs(10),
             checks_namespace: DEFAULT_CHECKS_NAMESPACE.into(),
+            metrics: AgentMetrics::default(),
         }
     }
 }
@@ -272,31 +276,46 @@ async fn run_round(
     due: &[(usize, ClusterCheck)],
 ) -> Vec<RunOutcome> {
     let options = &shared.options;
+    let round_started = Instant::now();
     let lua: Vec<LuaCheck> = due.iter().filter_map(|(_, c)| LuaCheck::of(c)).collect();
-    let mut lua_outcomes =
-        lua_check::run_batch(reader, &config.cluster_metadata, &lua, options.lua_limits)
-            .await
-            .into_iter();
+    let meta = &config.cluster_metadata;
+    let (lua_outcomes, lua_memory) =
+        lua_check::run_batch_measured(reader, meta, &lua, options.lua_limits).await;
+    let mut lua_outcomes = lua_outcomes.into_iter();
+    let lua_took = round_started.elapsed();
     let others = due
         .iter()
         .filter(|(_, c)| c.condition.is_none())
         .map(|(_, c)| async move {
-            match c.pod.is_some() {
+            let started = Instant::now();
+            let outcome = match c.pod.is_some() {
                 true => shared.pod_outcome(&c.name),
                 false => run_one(reader, c).await,
-            }
+            };
+            (outcome, started.elapsed())
         });
     let mut other_outcomes = futures::future::join_all(others).await.into_iter();
-    due.iter()
+    let mut took = Vec::with_capacity(due.len());
+    let outcomes = due
+        .iter()
         .map(|(_, c)| {
             let next = if c.condition.is_some() {
-                lua_outcomes.next()
+                lua_outcomes.next().map(|o| (o, lua_took))
             } else {
                 other_outcomes.next()
             };
-            next.unwrap_or_else(|| RunOutcome::fail("internal error: no outcome"))
+            let (outcome, duration) =
+                next.unwrap_or_else(|| (RunOutcome::fail("internal: no outcome"), Duration::ZERO));
+            took.push((c.name.as_str(), duration));
+            outcome
         })
-        .collect()
+        .collect();
+    let (round, lua_memory) = (
+        round_started.elapsed(),
+        (!lua.is_empty()).then_some(lua_memory),
+    );
+    options.metrics.check_round(took, round, lua_memory);
+    outcomes
 }
 
 /// Runs one non-Lua check once.

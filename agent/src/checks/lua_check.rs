@@ -19,30 +19,50 @@ pub async fn run_batch(
     checks: &[LuaCheck],
     limits: LuaLimits,
 ) -> Vec<RunOutcome> {
+    run_batch_measured(reader, cluster, checks, limits).await.0
+}
+
+/// [`run_batch`], also returning the bytes the batch's Lua state held after evaluating.
+pub async fn run_batch_measured(
+    reader: &impl ResourceReader,
+    cluster: &ObjectMeta,
+    checks: &[LuaCheck],
+    limits: LuaLimits,
+) -> (Vec<RunOutcome>, usize) {
     if checks.is_empty() {
-        return Vec::new();
+        return (Vec::new(), 0);
     }
     let batch = Batch::plan(checks.to_vec(), cluster);
     let mut listed: Vec<Result<Vec<Value>, String>> = Vec::with_capacity(batch.queries().len());
     for query in batch.queries() {
         listed.push(reader.list(query).await.map_err(|e| e.to_string()));
     }
-    let evaluated = tokio::task::spawn_blocking(move || batch.evaluate(&listed, limits)).await;
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let verdicts = batch.evaluate(&listed, limits);
+        (verdicts, batch.lua_memory_bytes())
+    })
+    .await;
     match evaluated {
-        Ok(verdicts) => verdicts
-            .into_iter()
-            .map(|v| match v {
-                Ok(o) => RunOutcome {
-                    passing: o.passing,
-                    message: o.message,
-                    success_rate_percent: None,
-                },
-                Err(e) => RunOutcome::fail(e),
-            })
-            .collect(),
-        Err(e) => checks
-            .iter()
-            .map(|_| RunOutcome::fail(format!("Lua evaluation panicked: {e}")))
-            .collect(),
+        Ok((verdicts, held)) => (
+            verdicts
+                .into_iter()
+                .map(|v| match v {
+                    Ok(o) => RunOutcome {
+                        passing: o.passing,
+                        message: o.message,
+                        success_rate_percent: None,
+                    },
+                    Err(e) => RunOutcome::fail(e),
+                })
+                .collect(),
+            held,
+        ),
+        Err(e) => (
+            checks
+                .iter()
+                .map(|_| RunOutcome::fail(format!("Lua evaluation panicked: {e}")))
+                .collect(),
+            0,
+        ),
     }
 }

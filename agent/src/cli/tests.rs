@@ -84,8 +84,34 @@ fn http_hub_is_refused_without_insecure_http() {
         lua_deadline_ms: 250,
         lua_memory_mib: 32,
         checks_namespace: "fleetpulse-system".into(),
+        listen: None,
     };
     let err = args(false).into_options(None).unwrap_err();
     assert!(err.to_string().contains("--insecure-http"), "{err}");
     assert!(args(true).into_options(None).unwrap().allow_insecure_http);
+}
+
+#[test]
+fn listen_takes_an_address_and_is_off_by_default() {
+    let base = [
+        "fleetpulse-agent",
+        "run",
+        "--hub",
+        "https://h",
+        "--cluster",
+        "f/e",
+    ];
+    let run = |extra: &[&str]| match Cli::try_parse_from(base.iter().chain(extra))
+        .unwrap()
+        .command
+    {
+        Command::Run(args) => args.listen,
+        _ => unreachable!("parsed as run"),
+    };
+    assert_eq!(run(&[]), None);
+    assert_eq!(
+        run(&["--listen", "[::]:9090"]),
+        Some("[::]:9090".parse().unwrap())
+    );
+    assert!(Cli::try_parse_from(base.iter().chain(&["--listen", "9090"])).is_err());
 }

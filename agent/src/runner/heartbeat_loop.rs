@@ -22,6 +22,7 @@ use crate::options::AgentOptions;
 use crate::report::{
     ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
 };
+use crate::serve::metrics::AgentMetrics;
 
 /// Transient failures in a row are logged at warn for the first and every `LOG_EVERY`th.
 const LOG_EVERY: u32 = 10;
@@ -59,6 +60,7 @@ pub(crate) struct Agent<H> {
     applied_generation: u64,
     failures: u32,
     status: watch::Sender<AgentStatus>,
+    metrics: AgentMetrics,
 }
 
 impl<H: HubClient> Agent<H> {
@@ -86,6 +88,7 @@ impl<H: HubClient> Agent<H> {
             applied_generation: 0,
             failures: 0,
             status,
+            metrics: opts.metrics,
         };
         (agent, rx)
     }
@@ -133,11 +136,13 @@ impl<H: HubClient> Agent<H> {
             };
             self.status.send_modify(|s| s.last_sent = Some(sent));
             let jws = sign_report(&self.key, &report);
-            let err = match self
+            let sent_result = self
                 .hub
                 .send_heartbeat(jws, request_timeout(self.interval))
-                .await
-            {
+                .await;
+            let result = sent_result.as_ref().map(|_| ());
+            self.metrics.heartbeat(result, SystemTime::now());
+            let err = match sent_result {
                 Ok(answer) => return Ok(answer),
                 Err(err) => err,
             };

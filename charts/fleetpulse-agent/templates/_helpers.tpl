@@ -39,8 +39,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* repository:tag, or repository@digest when image.digest is set. */}}
 {{- define "fleetpulse-agent.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* Namespace of the pod checks' pods. */}}
@@ -65,8 +70,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if or (not .Values.cluster.namespace) (not .Values.cluster.name) }}
 {{- fail "cluster.namespace and cluster.name are required: the MemberCluster on the hub this agent reports for, e.g. --set cluster.namespace=fleet --set cluster.name=edge-1" }}
 {{- end }}
-{{- if and .Values.hub.caBundle .Values.hub.caBundleConfigMap.name }}
-{{- fail "set either hub.caBundle or hub.caBundleConfigMap.name, not both" }}
+{{- if not (regexMatch "^https://([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\\])(:[0-9]{1,5})?(/[^?#\\s]*)?$" .Values.hub.url) }}
+{{- fail (printf "hub.url %q is not a hub URL: it must be https://HOST[:PORT][/PATH], HOST a DNS name, an IPv4 address or an IPv6 address in brackets (https://[fd00::1]:8443), with no query, fragment or credentials" .Values.hub.url) }}
+{{- end }}
+{{- if gt (len (compact (list .Values.hub.caBundle .Values.hub.caBundleConfigMap.name .Values.hub.caBundleSecret.name))) 1 }}
+{{- fail "set one of hub.caBundle, hub.caBundleConfigMap.name and hub.caBundleSecret.name, not several" }}
 {{- end }}
 {{- if and .Values.hub.caBundle (not (contains "-----BEGIN CERTIFICATE-----" .Values.hub.caBundle)) }}
 {{- fail "hub.caBundle is not a PEM certificate bundle (no -----BEGIN CERTIFICATE-----); pass the file with --set-file hub.caBundle=hub-ca.pem" }}

@@ -47,6 +47,8 @@ pub struct Batch {
     checks: Vec<LuaCheck>,
     resolved: Vec<Result<Vec<Query>, String>>,
     queries: Vec<Query>,
+    /// Bytes the Lua state held after the last [`Batch::evaluate`].
+    lua_memory: std::sync::atomic::AtomicUsize,
 }
 
 impl Batch {
@@ -74,7 +76,13 @@ impl Batch {
             checks,
             resolved,
             queries,
+            lua_memory: Default::default(),
         }
+    }
+
+    /// Bytes the Lua state held after the last [`Batch::evaluate`] (0 before).
+    pub fn lua_memory_bytes(&self) -> usize {
+        self.lua_memory.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The distinct queries to list, once each.
@@ -123,7 +131,8 @@ impl Batch {
             };
             ids_per_query.push(ids);
         }
-        self.checks
+        let verdicts = self
+            .checks
             .iter()
             .zip(&self.resolved)
             .map(|(check, queries)| {
@@ -166,7 +175,11 @@ impl Batch {
                     .evaluate_within(&check.name, &check.condition, &resources, &ctx, deadline)
                     .map_err(|e| e.to_string())
             })
-            .collect()
+            .collect();
+        let held = round.used_memory();
+        self.lua_memory
+            .store(held, std::sync::atomic::Ordering::Relaxed);
+        verdicts
     }
 }
 

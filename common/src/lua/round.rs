@@ -245,9 +245,8 @@ impl LuaRound {
         read_outcome(check, returned, self.limits.max_message_bytes).map_err(Failure::Check)
     }
 
-    /// Bytes the round's Lua state holds, for tests of memory release.
-    #[cfg(test)]
-    pub(super) fn used_memory(&self) -> usize {
+    /// Bytes the round's Lua state holds (objects, scripts, garbage not yet collected).
+    pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
     }
 

@@ -129,7 +129,7 @@ impl Fleet {
             deadline = earliest_deadline(deadline, spec, &out.selected, &views, wall);
             if status != previous_status {
                 if !out.dropped.is_empty() {
-                    self.metrics().failovers.inc();
+                    self.metrics().failover(&key, &out.dropped);
                     tracing::warn!(set = %key, reason = status.last_failover_reason.as_deref().unwrap_or_default(), "failover");
                 } else if out.selected != previous {
                     tracing::info!(set = %key, selected = ?out.selected, "selection changed");
@@ -168,9 +168,7 @@ impl Fleet {
         if event.is_some() {
             sets.brake_changed = Some(wall);
         }
-        self.metrics()
-            .partition_brake_engaged
-            .set(i64::from(sets.brake.frozen()));
+        self.metrics().brake(&sets.brake.state());
         match event {
             Some(BrakeEvent::Engaged) => {
                 if let BrakeState::Engaged {

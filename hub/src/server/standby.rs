@@ -1,15 +1,21 @@
 //! What a hub serves before it leads: probes, and `503 unavailable` for everything else,
 //! so an agent that reaches it backs off and retries. A standby is ready when a Service
 //! can tell the leader by its Pod label (see `kubernetes::leader`), so rolling updates
-//! work; otherwise it is not ready, so a Service routes by readiness to the leader.
+//! work; otherwise it is not ready, so a Service routes by readiness to the leader. Its
+//! `/metrics` says only `fleetpulse_hub_leader 0`, so "no replica leads" is a query.
 
 use axum::Router;
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
 use crate::ingest::ApiError;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const NOT_LEADER: &str = "# HELP fleetpulse_hub_leader 1 on the replica that leads and serves agents (standbys expose 0).\n\
+# TYPE fleetpulse_hub_leader gauge\nfleetpulse_hub_leader 0\n# EOF\n";
 
 /// The router of a replica that is loading or standing by; `why` is its `/readyz` answer.
 pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
@@ -22,6 +28,10 @@ pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
     };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            get(|| async { ([(CONTENT_TYPE, OPENMETRICS)], NOT_LEADER) }),
+        )
         .route(
             "/readyz",
             get(move || async move { (status, why.to_string()) }),

@@ -160,6 +160,7 @@ async fn start_agent(
         },
         default_period: Duration::from_secs(run.interval_seconds),
         checks_namespace: run.checks_namespace.clone(),
+        metrics: Default::default(),
     };
     let mut options = run.into_options(Some(key)).unwrap();
     options.checks = Arc::new(CheckEngine::spawn(

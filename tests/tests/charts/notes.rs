@@ -82,3 +82,81 @@ fn base64_encode(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// The shell commands of a NOTES text, as a reader would paste them: every line that
+/// starts (after indentation) with a command, the lines it continues onto (a trailing
+/// `\`), and a here-document up to the line that closes it for a human (its delimiter,
+/// maybe indented: bash then waits for more, which `bash -n` reports).
+fn pasted_commands(notes: &str) -> Vec<String> {
+    const COMMANDS: &[&str] = &["kubectl ", "helm ", "PUB=", "echo ", "printf "];
+    let mut lines = notes.lines().peekable();
+    let mut commands = Vec::new();
+    while let Some(line) = lines.next() {
+        if !COMMANDS.iter().any(|c| line.trim_start().starts_with(c)) {
+            continue;
+        }
+        let mut command = vec![line.to_owned()];
+        let mut last = line.to_owned();
+        while last.ends_with('\\')
+            && let Some(next) = lines.next()
+        {
+            command.push(next.to_owned());
+            last = next.to_owned();
+        }
+        if let Some((_, rest)) = last.split_once("<<") {
+            let delimiter = rest.trim_start_matches('-').trim().trim_matches('\'');
+            for body in lines.by_ref() {
+                command.push(body.to_owned());
+                if body.trim() == delimiter {
+                    break;
+                }
+            }
+        }
+        commands.push(command.join("\n"));
+    }
+    commands
+}
+
+#[test]
+fn every_command_in_both_charts_notes_is_valid_shell_as_pasted() {
+    let mut sets: Vec<(Chart, String, Vec<String>)> = Vec::new();
+    for chart in [Chart::Hub, Chart::Agent] {
+        for (name, args) in chart.value_sets() {
+            sets.push((chart, name, args));
+        }
+    }
+    for (chart, name, args) in sets {
+        let text = notes(chart, &args);
+        let commands = pasted_commands(&text);
+        assert!(
+            commands.len() >= 2,
+            "{} {name}: commands found: {commands:?}",
+            chart.name()
+        );
+        let script = commands.join("\n");
+        let out = std::process::Command::new("bash")
+            .args(["-n", "-c", &script])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "{} NOTES with {name} do not paste:\n{stderr}\n{script}",
+            chart.name()
+        );
+    }
+}
+
+#[test]
+fn an_indented_here_document_delimiter_is_caught() {
+    let notes = "Create it:\n  kubectl apply -f - <<YAML\n  kind: X\n  YAML\n";
+    let script = pasted_commands(notes).join("\n");
+    let out = std::process::Command::new("bash")
+        .args(["-n", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        !out.stderr.is_empty(),
+        "bash -n accepted an unclosed here-document: {script}"
+    );
+}

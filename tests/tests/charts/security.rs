@@ -52,7 +52,8 @@ fn every_container_runs_non_root_read_only_without_privileges_or_capabilities() 
 }
 
 #[test]
-fn the_hub_is_probed_on_healthz_and_readyz_over_https_and_the_agent_has_no_endpoint() {
+fn the_hub_is_probed_on_healthz_and_readyz_over_https_and_the_agent_over_http_on_its_metrics_port()
+{
     let hub = documents(&render(Chart::Hub, &[]));
     let c = container(one(&hub, "Deployment"), "hub");
     for (probe, path) in [
@@ -66,10 +67,19 @@ fn the_hub_is_probed_on_healthz_and_readyz_over_https_and_the_agent_has_no_endpo
     }
     let service = one(&hub, "Service");
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
-    // The agent never accepts connections, so it has nothing to probe.
+    // The agent's own endpoint (`--listen`, plain HTTP): nothing of the heartbeat loop.
     let agent = documents(&render(Chart::Agent, &strings(AGENT_MINIMAL)));
     let c = container(one(&agent, "Deployment"), "agent");
-    assert!(c["livenessProbe"].is_null() && c["readinessProbe"].is_null() && c["ports"].is_null());
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(c[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{probe}");
+        assert!(c[probe]["httpGet"]["scheme"].is_null(), "{probe}: HTTP");
+    }
+    assert_eq!(
+        c["ports"].as_array().map(Vec::len),
+        Some(1),
+        "only the metrics port"
+    );
 }
 
 fn hub_grants(args: &[String]) -> Vec<Grant> {

@@ -19,7 +19,7 @@ pub const RELEASE: &str = "fp";
 pub const KUBERNETES_VERSIONS: &[&str] = &["1.29.0", "1.37.0"];
 /// Kinds from CRDs (cert-manager, Prometheus Operator) kubernetes-validate has no schema
 /// for; they only draw a warning, and the tests check their shape themselves.
-pub const KINDS_WITHOUT_SCHEMA: &[&str] = &["Certificate", "ServiceMonitor"];
+pub const KINDS_WITHOUT_SCHEMA: &[&str] = &["Certificate", "ServiceMonitor", "PrometheusRule"];
 
 /// One of the two charts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
