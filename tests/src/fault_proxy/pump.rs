@@ -47,17 +47,18 @@ pub(super) async fn connection(
     let up = direction(client_read, server_write, to_upstream, &counters);
     let down = direction(server_read, client_write, to_client, &counters);
     tokio::pin!(up, down);
-    let first = tokio::select! {
-        end = &mut up => end,
-        end = &mut down => end,
+    let (first, up_ended) = tokio::select! {
+        end = &mut up => (end, true),
+        end = &mut down => (end, false),
     };
     if first == End::Reset {
         counters.resets.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    tokio::select! {
-        _ = &mut up => {}
-        _ = &mut down => {}
+    // One side closed in order: let the other direction finish.
+    let second = if up_ended { down.await } else { up.await };
+    if second == End::Reset {
+        counters.resets.fetch_add(1, Ordering::Relaxed);
     }
 }
 
