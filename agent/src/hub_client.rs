@@ -1,8 +1,10 @@
 //! The hub, as the agent sees it: a small trait ([`HubClient`]) with one real
 //! implementation over HTTPS ([`HttpHubClient`]), and [`HubError`], which sorts every
-//! failed request into "retry soon" ([`HubError::is_transient`]) or "needs a fix".
+//! failed request into "retry soon" ([`HubError::is_transient`]) or "needs a fix", and
+//! the [`RetrySchedule`] for the first kind.
 
 mod http;
+pub mod retry;
 
 use std::future::Future;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{AgentConfig, HeartbeatAnswer};
 
 pub use http::HttpHubClient;
+pub use retry::RetrySchedule;
 
 /// The two requests an agent makes. Implementations must be cancel-safe: dropping a
 /// returned future abandons the request.

@@ -6,17 +6,32 @@
 //! start, the cluster's registration, or a reset (after a partition). That gives the
 //! startup grace: a restarted hub never marks a cluster unreachable before the cluster
 //! had a whole grace period to reach it.
+//!
+//! How much silence after the last heartbeat is allowed is the [`Detector`]'s call:
+//! - [`Detector::Fixed`]: the grace period.
+//! - [`Detector::PhiAccrual`] ([`phi`]): what the cluster's own recent inter-arrival times
+//!   ([`history`]) make improbable, between a floor and the grace period.
+
+pub mod history;
+pub mod phi;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
+
+use fleetpulse_common::api::{DetectorKind, HeartbeatSpec};
+
+use history::History;
+pub use phi::PhiAccrual;
 
 /// What the detector concludes about one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reachability {
-    /// A heartbeat arrived within the grace period.
+    /// A heartbeat arrived within the allowed silence.
     Reachable,
     /// No heartbeat within the grace period since the grace start: not judged yet.
     Pending,
-    /// No heartbeat for longer than the grace period.
+    /// No heartbeat for longer than the allowed silence.
     Unreachable {
         /// How long the cluster has been silent (since its last heartbeat, or since the
         /// grace start if it never reported to this hub process).
@@ -26,11 +41,57 @@ pub enum Reachability {
     },
 }
 
+/// How long a cluster may stay silent after its last heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Detector {
+    /// Unreachable after the grace period.
+    Fixed {
+        /// The grace period.
+        grace: Duration,
+    },
+    /// Phi accrual over the cluster's inter-arrival history, capped at the grace period.
+    PhiAccrual(PhiAccrual),
+}
+
+impl Detector {
+    /// A fixed grace period.
+    pub fn fixed(grace: Duration) -> Self {
+        Detector::Fixed { grace }
+    }
+
+    /// The detector a MemberCluster's `spec.heartbeat` asks for.
+    pub fn for_spec(spec: &HeartbeatSpec) -> Self {
+        let grace = Duration::from_secs(spec.grace_period_seconds.into());
+        match spec.detector.kind {
+            DetectorKind::Fixed => Detector::fixed(grace),
+            DetectorKind::PhiAccrual => Detector::PhiAccrual(PhiAccrual::for_spec(spec)),
+        }
+    }
+
+    /// The grace period: the longest silence any detector allows, and the startup grace.
+    pub fn grace(&self) -> Duration {
+        match self {
+            Detector::Fixed { grace } => *grace,
+            Detector::PhiAccrual(phi) => phi.ceiling,
+        }
+    }
+
+    /// The silence after the last heartbeat that makes the cluster unreachable, given its
+    /// inter-arrival history.
+    pub fn allowed_silence(&self, history: &History) -> Duration {
+        match self {
+            Detector::Fixed { grace } => *grace,
+            Detector::PhiAccrual(phi) => phi.allowed_silence(history),
+        }
+    }
+}
+
 /// Per-cluster liveness.
 #[derive(Clone, Debug)]
 pub struct Liveness {
     last_heartbeat: Option<Instant>,
     grace_start: Instant,
+    history: History,
 }
 
 impl Liveness {
@@ -39,12 +100,21 @@ impl Liveness {
         Self {
             last_heartbeat: None,
             grace_start: now,
+            history: History::default(),
         }
     }
 
-    /// Records an accepted heartbeat received at `now`.
+    /// Records an accepted heartbeat received at `now` (and the time since the previous
+    /// one in the history).
     pub fn heartbeat(&mut self, now: Instant) {
-        self.last_heartbeat = Some(self.last_heartbeat.map_or(now, |last| last.max(now)));
+        match self.last_heartbeat {
+            Some(last) if now > last => {
+                self.history.record(now - last);
+                self.last_heartbeat = Some(now);
+            }
+            Some(_) => {}
+            None => self.last_heartbeat = Some(now),
+        }
     }
 
     /// Gives the cluster a fresh grace period from `now` (e.g. after the hub was cut off).
@@ -57,14 +127,29 @@ impl Liveness {
         self.last_heartbeat
     }
 
-    /// Judges the cluster at `now` with its grace period.
-    pub fn judge(&self, now: Instant, grace: Duration) -> Reachability {
+    /// The inter-arrival history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The last instant at which the cluster is not yet unreachable if nothing arrives:
+    /// [`Liveness::judge`] says `Unreachable` exactly at every instant after it.
+    pub fn deadline(&self, detector: &Detector) -> Instant {
+        let startup = self.grace_start + detector.grace();
+        match self.last_heartbeat {
+            Some(last) => (last + detector.allowed_silence(&self.history)).max(startup),
+            None => startup,
+        }
+    }
+
+    /// Judges the cluster at `now` with its detector.
+    pub fn judge(&self, now: Instant, detector: &Detector) -> Reachability {
         if let Some(last) = self.last_heartbeat
-            && now.saturating_duration_since(last) <= grace
+            && now.saturating_duration_since(last) <= detector.allowed_silence(&self.history)
         {
             return Reachability::Reachable;
         }
-        if now.saturating_duration_since(self.grace_start) <= grace {
+        if now.saturating_duration_since(self.grace_start) <= detector.grace() {
             return Reachability::Pending;
         }
         let silent_since = self.last_heartbeat.unwrap_or(self.grace_start);
@@ -72,67 +157,5 @@ impl Liveness {
             silent_for: now.saturating_duration_since(silent_since),
             ever_reported: self.last_heartbeat.is_some(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GRACE: Duration = Duration::from_secs(40);
-
-    fn secs(s: u64) -> Duration {
-        Duration::from_secs(s)
-    }
-
-    #[test]
-    fn heartbeat_within_grace_is_reachable_and_silence_past_grace_is_not() {
-        let t0 = Instant::now();
-        let mut l = Liveness::new(t0);
-        l.heartbeat(t0 + secs(5));
-        assert_eq!(l.judge(t0 + secs(45), GRACE), Reachability::Reachable);
-        assert_eq!(
-            l.judge(t0 + secs(46), GRACE),
-            Reachability::Unreachable {
-                silent_for: secs(41),
-                ever_reported: true
-            }
-        );
-    }
-
-    #[test]
-    fn a_new_or_restarted_hub_judges_no_cluster_before_a_full_grace_period() {
-        let t0 = Instant::now();
-        let l = Liveness::new(t0);
-        assert_eq!(l.judge(t0 + secs(40), GRACE), Reachability::Pending);
-        assert_eq!(
-            l.judge(t0 + secs(41), GRACE),
-            Reachability::Unreachable {
-                silent_for: secs(41),
-                ever_reported: false
-            }
-        );
-    }
-
-    #[test]
-    fn reset_grace_postpones_judgement_of_a_silent_cluster() {
-        let t0 = Instant::now();
-        let mut l = Liveness::new(t0);
-        l.heartbeat(t0);
-        l.reset_grace(t0 + secs(100));
-        assert_eq!(l.judge(t0 + secs(120), GRACE), Reachability::Pending);
-        assert!(matches!(
-            l.judge(t0 + secs(141), GRACE),
-            Reachability::Unreachable { .. }
-        ));
-    }
-
-    #[test]
-    fn an_out_of_order_older_heartbeat_never_moves_the_clock_back() {
-        let t0 = Instant::now();
-        let mut l = Liveness::new(t0);
-        l.heartbeat(t0 + secs(30));
-        l.heartbeat(t0 + secs(10));
-        assert_eq!(l.last_heartbeat(), Some(t0 + secs(30)));
     }
 }

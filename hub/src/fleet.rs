@@ -32,6 +32,7 @@ pub use registry::{ClusterEntry, Objects, Registry};
 pub use sets::SetsState;
 
 use crate::brake::{Brake, BrakeSettings};
+use crate::detector::Detector;
 use crate::health::Debounce;
 use crate::metrics::{ConditionLabels, Metrics};
 use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
@@ -202,7 +203,9 @@ impl Fleet {
             if !entry.object.spec.paused {
                 brake_samples.push((state.liveness.last_heartbeat(), grace_period));
             }
-            let verdict = state.liveness.judge(now, grace_period);
+            let verdict = state
+                .liveness
+                .judge(now, &Detector::for_spec(&entry.object.spec.heartbeat));
             let changed = !entry.object.spec.paused && state.health.observe(verdict, grace, wall);
             for (row, type_) in CONDITIONS.into_iter().enumerate() {
                 counts[row][status_index(state.health.status(type_))] += 1;

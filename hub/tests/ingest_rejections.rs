@@ -97,6 +97,7 @@ fn member_cluster(id: &ClusterId, keys: &[(&SigningKey, bool)]) -> MemberCluster
         heartbeat: HeartbeatSpec {
             interval_seconds: INTERVAL_SECONDS,
             grace_period_seconds: 60,
+            ..Default::default()
         },
         agent: AgentSpec { public_keys },
         readiness_checks: vec![ready_nodes_check()],

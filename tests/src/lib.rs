@@ -1,6 +1,8 @@
 //! fleetpulse-tests: fixtures for end-to-end tests and the no-cluster demo.
 //!
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
+//! - [`detection_sim`]: the failure-detection simulator behind `detection-sim`.
+//! - [`fault_proxy`]: a loopback TCP proxy that delays, drops, blackholes and resets.
 //! - [`embedded_hub`]: the real `fleetpulse-hub serve` (embedded mode) as a child process.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
@@ -15,6 +17,8 @@
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
+pub mod detection_sim;
+pub mod fault_proxy;
 pub mod embedded_hub;
 pub mod fleet;
 pub mod kube_fleet;

@@ -18,6 +18,11 @@ use crate::tls;
 
 /// How much of an unexpected error body ends up in the error.
 const MAX_ERROR_BODY_CHARS: usize = 512;
+/// How long an idle connection is kept for the next heartbeat (longer than any usual
+/// interval; a longer interval opens a new connection, with TLS session resumption).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// TCP keepalive on the connection to the hub.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// The hub's two endpoints for one cluster, over one reqwest client.
 #[derive(Clone, Debug)]
@@ -44,7 +49,13 @@ impl HttpHubClient {
             (false, None) => tls::client_config_with_roots(RootCertStore::empty())?,
             (_, ca) => tls::client_config(ca)?,
         };
+        // Connections are kept between heartbeats (TCP keepalive holds NAT entries open
+        // and finds dead peers), and rustls resumes TLS sessions (its default in-memory
+        // session cache), so a reconnect after the hub closed an idle connection costs an
+        // abbreviated handshake, not a full one.
         let mut builder = Client::builder()
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .tcp_keepalive(TCP_KEEPALIVE)
             .tls_backend_preconfigured(tls)
             .https_only(https)
             .redirect(reqwest::redirect::Policy::none())

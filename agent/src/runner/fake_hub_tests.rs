@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::BackoffBuilder;
 use ed25519_dalek::VerifyingKey;
 use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
 use fleetpulse_common::protocol::replay::Position;
@@ -15,7 +14,7 @@ use fleetpulse_common::protocol::report::{
 use fleetpulse_common::protocol::{TYP_HEARTBEAT, jws, keys};
 use tokio::time::Instant;
 
-use super::{AgentHandle, retry_backoff, spawn_with};
+use super::{AgentHandle, spawn_with};
 use crate::hub_client::{HubClient, HubError};
 use crate::{AgentOptions, Url};
 
@@ -204,24 +203,4 @@ async fn stop_abandons_a_request_the_hub_never_answers() {
     let status = stopped.expect("stop must not wait for the hub").unwrap();
     assert_eq!(status.accepted_total, 0);
     assert_eq!(hub.seen().len(), 1);
-}
-
-#[test]
-fn backoff_delays_stay_between_the_minimum_and_the_interval_capped_at_30s() {
-    for (interval, ceiling) in [(10, 10), (60, 30), (1, 1)] {
-        let ceiling = Duration::from_secs(ceiling);
-        let delays: Vec<_> = retry_backoff(Duration::from_secs(interval))
-            .build()
-            .take(50)
-            .collect();
-        assert_eq!(delays.len(), 50, "unlimited attempts");
-        assert!(
-            delays[0] >= Duration::from_millis(500).min(ceiling / 2),
-            "{delays:?}"
-        );
-        assert!(
-            delays.iter().all(|d| *d <= ceiling),
-            "interval {interval}: {delays:?}"
-        );
-    }
 }

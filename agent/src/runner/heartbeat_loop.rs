@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use ed25519_dalek::SigningKey;
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatAnswer};
@@ -17,7 +16,7 @@ use tracing::{debug, error, info, warn};
 
 use super::AgentStatus;
 use crate::checks::ChecksSource;
-use crate::hub_client::{HubClient, HubError};
+use crate::hub_client::{HubClient, HubError, RetrySchedule};
 use crate::options::AgentOptions;
 use crate::report::{
     ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
@@ -26,27 +25,15 @@ use crate::serve::metrics::AgentMetrics;
 
 /// Transient failures in a row are logged at warn for the first and every `LOG_EVERY`th.
 const LOG_EVERY: u32 = 10;
-/// Longest backoff delay between attempts, whatever the interval.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
-/// Shortest backoff delay.
-const MIN_RETRY_DELAY: Duration = Duration::from_millis(500);
 
-/// The backoff between attempts while the hub is unreachable: exponential from 500 ms,
-/// with jitter, never longer than the interval nor 30 s, without an attempt limit. Jitter
-/// adds up to 100% to backon's base delay, so the base is capped at half the ceiling.
-pub fn retry_backoff(interval: Duration) -> ExponentialBuilder {
-    let ceiling = interval.min(MAX_RETRY_DELAY);
-    let base_max = ceiling / 2;
-    ExponentialBuilder::default()
-        .with_jitter()
-        .with_min_delay(MIN_RETRY_DELAY.min(base_max))
-        .with_max_delay(base_max)
-        .without_max_times()
+/// The retry schedule while the hub is unreachable ([`RetrySchedule`]).
+pub fn retry_backoff(interval: Duration) -> RetrySchedule {
+    RetrySchedule::new(interval)
 }
 
-/// The timeout of one request: the interval, between 1 s and 10 s.
+/// The timeout of one request ([`RetrySchedule::request_timeout`]).
 pub fn request_timeout(interval: Duration) -> Duration {
-    interval.clamp(Duration::from_secs(1), Duration::from_secs(10))
+    RetrySchedule::new(interval).request_timeout()
 }
 
 /// One agent's loop state, over any [`HubClient`].
@@ -121,7 +108,7 @@ impl<H: HubClient> Agent<H> {
     /// Sends reports until one is accepted (retrying transient failures) or one is
     /// refused for good.
     async fn deliver(&mut self) -> Result<HeartbeatAnswer, HubError> {
-        let mut backoff = retry_backoff(self.interval).build();
+        let mut backoff = retry_backoff(self.interval).delays();
         let mut restarted = false;
         loop {
             let report = self.reports.build(
@@ -173,7 +160,7 @@ impl<H: HubClient> Agent<H> {
             } else {
                 debug!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
             }
-            let delay = backoff.next().unwrap_or(MAX_RETRY_DELAY.min(self.interval));
+            let delay = backoff.next().unwrap_or(self.interval);
             tokio::time::sleep(delay).await;
         }
     }

@@ -83,6 +83,9 @@ pub struct MemberClusterSpec {
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "self.gracePeriodSeconds > self.intervalSeconds",
     "message": "gracePeriodSeconds must be longer than intervalSeconds (at least two intervals is usual)"
+}, {
+    "rule": "!has(self.detector) || !has(self.detector.minSilenceSeconds) || (self.detector.minSilenceSeconds > self.intervalSeconds && self.detector.minSilenceSeconds <= self.gracePeriodSeconds)",
+    "message": "detector.minSilenceSeconds must be longer than intervalSeconds and at most gracePeriodSeconds"
 }]))]
 pub struct HeartbeatSpec {
     /// Seconds between heartbeats (default 10).
@@ -94,6 +97,81 @@ pub struct HeartbeatSpec {
     #[serde(default = "default_grace")]
     #[schemars(range(min = 2, max = 86400))]
     pub grace_period_seconds: u32,
+    /// How the hub decides that a silent cluster is unreachable (default: `Fixed`, after
+    /// `gracePeriodSeconds` of silence).
+    #[serde(default, skip_serializing_if = "DetectorSpec::is_default")]
+    pub detector: DetectorSpec,
+}
+
+/// The failure detector for one cluster. `gracePeriodSeconds` is its ceiling either way:
+/// no detector waits longer, and a hub that just started waits a full grace period.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectorSpec {
+    /// `Fixed` (default): unreachable after `gracePeriodSeconds` without an accepted
+    /// heartbeat. `PhiAccrual`: unreachable once the silence is improbable given this
+    /// cluster's own recent heartbeat arrivals (phi accrual), never sooner than
+    /// `minSilenceSeconds` and never later than `gracePeriodSeconds`.
+    #[serde(default)]
+    pub kind: DetectorKind,
+    /// `PhiAccrual` only: the suspicion level at which the cluster is unreachable, 1 to 12
+    /// (default 4). The silence has phi `p` when a heartbeat would still arrive after it
+    /// with probability 10^-p under a normal fit of the last arrivals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 12))]
+    pub phi_threshold: Option<u32>,
+    /// `PhiAccrual` only: the shortest silence that makes the cluster unreachable, in
+    /// seconds (default two intervals; never less than half of `gracePeriodSeconds`, so
+    /// the partition brake, which counts a cluster late after half its grace period,
+    /// engages before the detector acts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 86400))]
+    pub min_silence_seconds: Option<u32>,
+}
+
+impl DetectorSpec {
+    /// Whether this is the default (`Fixed` with nothing set), left out when serialized.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Which failure detector judges a cluster.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DetectorKind {
+    /// Unreachable after `gracePeriodSeconds` of silence.
+    #[default]
+    Fixed,
+    /// Phi accrual over the cluster's own inter-arrival history, between
+    /// `minSilenceSeconds` and `gracePeriodSeconds`.
+    PhiAccrual,
+}
+
+impl HeartbeatSpec {
+    /// Checks the detector settings against the timing; the error names the field and
+    /// the allowed range.
+    pub fn validate_detector(&self) -> Result<(), (&'static str, String)> {
+        if let Some(min) = self.detector.min_silence_seconds
+            && (min <= self.interval_seconds || min > self.grace_period_seconds)
+        {
+            return Err((
+                "spec.heartbeat.detector.minSilenceSeconds",
+                format!(
+                    "must be longer than intervalSeconds ({}) and at most gracePeriodSeconds ({})",
+                    self.interval_seconds, self.grace_period_seconds
+                ),
+            ));
+        }
+        if let Some(phi) = self.detector.phi_threshold
+            && !(1..=12).contains(&phi)
+        {
+            return Err((
+                "spec.heartbeat.detector.phiThreshold",
+                "must be between 1 and 12".to_owned(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn default_interval() -> u32 {
@@ -109,6 +187,7 @@ impl Default for HeartbeatSpec {
         Self {
             interval_seconds: default_interval(),
             grace_period_seconds: default_grace(),
+            detector: DetectorSpec::default(),
         }
     }
 }
@@ -223,5 +302,38 @@ impl MemberCluster {
             self.metadata.namespace.as_deref().unwrap_or_default(),
             self.metadata.name.as_deref().unwrap_or_default()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_detector_is_left_out_and_a_floor_outside_interval_to_grace_is_refused() {
+        let spec = HeartbeatSpec::default();
+        let json = serde_json::to_value(&spec).unwrap();
+        assert!(json.get("detector").is_none(), "{json}");
+        let parsed: HeartbeatSpec = serde_json::from_value(serde_json::json!({
+            "detector": {"kind": "PhiAccrual", "phiThreshold": 8, "minSilenceSeconds": 20}
+        }))
+        .unwrap();
+        assert_eq!(parsed.detector.kind, DetectorKind::PhiAccrual);
+        assert_eq!(parsed.validate_detector(), Ok(()));
+        for min in [10, 41] {
+            let bad = HeartbeatSpec {
+                detector: DetectorSpec {
+                    min_silence_seconds: Some(min),
+                    ..parsed.detector.clone()
+                },
+                ..parsed.clone()
+            };
+            let (field, problem) = bad.validate_detector().unwrap_err();
+            assert_eq!(field, "spec.heartbeat.detector.minSilenceSeconds");
+            assert!(
+                problem.contains("at most gracePeriodSeconds (40)"),
+                "{problem}"
+            );
+        }
     }
 }

@@ -43,6 +43,8 @@ impl MemberClusterSpec {
                 ),
             ));
         }
+        hb.validate_detector()
+            .map_err(|(field, problem)| err(field, problem))?;
         for (i, key) in self.agent.public_keys.iter().enumerate() {
             keys::parse_public_key(&key.public_key).map_err(|e| {
                 err(
@@ -165,6 +167,7 @@ mod tests {
             heartbeat: HeartbeatSpec {
                 interval_seconds: 10,
                 grace_period_seconds: 10,
+                ..Default::default()
             },
             ..Default::default()
         };

@@ -1,0 +1,178 @@
+//! The failure-detection simulator behind the `detection-sim` binary: many clusters over
+//! virtual time, each with the hub's real [`Detector`] and [`Liveness`] and the agent's real
+//! [`RetrySchedule`](fleetpulse_agent::hub_client::RetrySchedule), under named impairment
+//! [`profile`]s. Every cluster lives its hours and then dies, so each run measures both
+//! how often a living cluster is called unreachable and how fast a dead one is.
+
+pub mod profile;
+pub mod schedule;
+
+mod cluster;
+
+use std::fmt;
+
+use fleetpulse_common::api::{DetectorKind, DetectorSpec, HeartbeatSpec};
+use fleetpulse_hub::detector::Detector;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+pub use cluster::Timing;
+pub use profile::Profile;
+pub use schedule::Schedule;
+
+/// A detector configuration by name: `fixed` or `phi` (with an optional threshold, `phi8`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DetectorChoice {
+    /// The name as printed.
+    pub name: String,
+    /// The MemberCluster detector settings it stands for.
+    pub spec: DetectorSpec,
+}
+
+/// A detector name that is neither `fixed` nor `phi[1-12]`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown detector `{0}`; use `fixed`, `phi` or `phi<threshold 1-12>` (e.g. phi8)")]
+pub struct UnknownDetector(pub String);
+
+impl DetectorChoice {
+    /// Parses `fixed`, `phi` or `phiN`.
+    pub fn parse(name: &str) -> Result<Self, UnknownDetector> {
+        let spec = match name {
+            "fixed" => DetectorSpec::default(),
+            "phi" => DetectorSpec {
+                kind: DetectorKind::PhiAccrual,
+                ..DetectorSpec::default()
+            },
+            _ => {
+                let threshold = name
+                    .strip_prefix("phi")
+                    .and_then(|t| t.parse::<u32>().ok())
+                    .filter(|t| (1..=12).contains(t))
+                    .ok_or_else(|| UnknownDetector(name.to_owned()))?;
+                DetectorSpec {
+                    kind: DetectorKind::PhiAccrual,
+                    phi_threshold: Some(threshold),
+                    ..DetectorSpec::default()
+                }
+            }
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            spec,
+        })
+    }
+}
+
+/// The settings of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Clusters simulated (each one death).
+    pub clusters: u32,
+    /// Hours each cluster lives.
+    pub hours: f64,
+    /// Heartbeat interval, seconds.
+    pub interval_seconds: u32,
+    /// Grace period, seconds.
+    pub grace_seconds: u32,
+    /// The hub's detector tick, seconds.
+    pub tick_seconds: f64,
+    /// Random seed (the same seed gives the same figures).
+    pub seed: u64,
+    /// The agents' retry schedule.
+    pub schedule: Schedule,
+}
+
+/// The figures of one profile × detector.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The profile.
+    pub profile: String,
+    /// The detector.
+    pub detector: String,
+    /// Clusters simulated.
+    pub clusters: u32,
+    /// Cluster-hours simulated.
+    pub cluster_hours: f64,
+    /// Verdicts of unreachable on living clusters.
+    pub false_unreachable: u64,
+    /// Seconds from each death to its verdict, sorted.
+    pub detections: Vec<f64>,
+    /// Heartbeats accepted and requests sent.
+    pub accepted: u64,
+    /// Requests sent, retries included.
+    pub attempts: u64,
+}
+
+impl Outcome {
+    /// False verdicts per million cluster-hours.
+    pub fn false_per_million(&self) -> f64 {
+        self.false_unreachable as f64 * 1e6 / self.cluster_hours
+    }
+
+    /// The `q` quantile (0 to 1) of detection times, nearest rank.
+    pub fn detection_quantile(&self, q: f64) -> f64 {
+        if self.detections.is_empty() {
+            return f64::NAN;
+        }
+        let rank = (q * self.detections.len() as f64).ceil() as usize;
+        self.detections[rank.clamp(1, self.detections.len()) - 1]
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "profile={} detector={} clusters={} hours={} false_unreachable={} \
+             false_per_million_cluster_hours={:.3} detect_p50_s={:.1} detect_p99_s={:.1} \
+             detect_max_s={:.1}",
+            self.profile,
+            self.detector,
+            self.clusters,
+            self.cluster_hours.round(),
+            self.false_unreachable,
+            self.false_per_million(),
+            self.detection_quantile(0.5),
+            self.detection_quantile(0.99),
+            self.detection_quantile(1.0),
+        )
+    }
+}
+
+/// Simulates `run.clusters` clusters under `profile` with `detector`.
+pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outcome {
+    let spec = HeartbeatSpec {
+        interval_seconds: run.interval_seconds,
+        grace_period_seconds: run.grace_seconds,
+        detector: detector.spec.clone(),
+    };
+    let hub_detector = Detector::for_spec(&spec);
+    let timing = Timing {
+        interval: f64::from(run.interval_seconds),
+        tick: run.tick_seconds,
+        schedule: run.schedule,
+    };
+    let mut rng = SmallRng::seed_from_u64(run.seed);
+    let mut out = Outcome {
+        profile: profile.name.clone(),
+        detector: detector.name.clone(),
+        clusters: run.clusters,
+        cluster_hours: f64::from(run.clusters) * run.hours,
+        false_unreachable: 0,
+        detections: Vec::with_capacity(run.clusters as usize),
+        accepted: 0,
+        attempts: 0,
+    };
+    for _ in 0..run.clusters {
+        let life = cluster::live(profile, &hub_detector, timing, run.hours, &mut rng);
+        out.false_unreachable += life.false_unreachable;
+        out.detections.push(life.detection);
+        out.accepted += life.accepted;
+        out.attempts += life.attempts;
+    }
+    out.detections.sort_by(f64::total_cmp);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+//! Which retry schedule the simulated agents follow: the agent's own
+//! [`RetrySchedule`] (optionally with another timeout or cap, to compare), or the
+//! schedule the agent had before it was chosen from these figures.
+
+use std::time::Duration;
+
+use fleetpulse_agent::hub_client::RetrySchedule;
+
+/// A retry schedule for the simulated agents.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Schedule {
+    /// The agent's [`RetrySchedule`], with its timeout and cap as shares of the interval
+    /// when given.
+    Agent {
+        /// Request timeout as a share of the interval (`None`: the agent's).
+        timeout_share: Option<f64>,
+        /// Backoff cap as a share of the interval (`None`: the agent's).
+        cap_share: Option<f64>,
+    },
+    /// The earlier schedule: timeout = the interval (1 to 10 s); exponential backoff from
+    /// 500 ms to half the interval (at most 15 s), plus up to 100 % random on top.
+    Legacy,
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule::Agent {
+            timeout_share: None,
+            cap_share: None,
+        }
+    }
+}
+
+/// A schedule fixed to one interval, as the simulated loop uses it.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Bound {
+    Agent(RetrySchedule),
+    Legacy { interval: f64 },
+}
+
+impl Schedule {
+    pub(super) fn at(self, interval: f64) -> Bound {
+        let i = Duration::from_secs_f64(interval);
+        match self {
+            Schedule::Agent {
+                timeout_share,
+                cap_share,
+            } => {
+                let agent = RetrySchedule::new(i);
+                let timeout = timeout_share.map_or(agent.request_timeout(), |s| i.mul_f64(s));
+                let cap = cap_share.map_or(agent.cap(), |s| i.mul_f64(s));
+                Bound::Agent(RetrySchedule::with_limits(i, timeout, cap))
+            }
+            Schedule::Legacy => Bound::Legacy { interval },
+        }
+    }
+
+    /// How it is described on the command line's stderr.
+    pub fn describe(self, interval: f64) -> String {
+        match self.at(interval) {
+            Bound::Agent(s) => format!(
+                "agent schedule: timeout {:?}, first retry {:?}..{:?}, cap {:?}",
+                s.request_timeout(),
+                s.delay(1, 0.0),
+                s.delay(1, 1.0),
+                s.cap()
+            ),
+            Bound::Legacy { .. } => "legacy schedule: timeout = interval, backoff 500 ms doubling to interval/2, +0-100 % jitter".to_owned(),
+        }
+    }
+}
+
+impl Bound {
+    /// The request timeout, seconds.
+    pub(super) fn timeout(&self) -> f64 {
+        match self {
+            Bound::Agent(s) => s.request_timeout().as_secs_f64(),
+            Bound::Legacy { interval } => interval.clamp(1.0, 10.0),
+        }
+    }
+
+    /// The delay before retry `attempt` (from 1), with `unit` uniform in `[0, 1)`.
+    pub(super) fn delay(&self, attempt: u32, unit: f64) -> f64 {
+        match self {
+            Bound::Agent(s) => s.delay(attempt, unit).as_secs_f64(),
+            Bound::Legacy { interval } => {
+                let base_max = interval.min(30.0) / 2.0;
+                let base = (0.5f64.min(base_max)
+                    * 2f64.powi(attempt.saturating_sub(1).min(30) as i32))
+                .min(base_max);
+                base * (1.0 + unit)
+            }
+        }
+    }
+}
