@@ -60,7 +60,8 @@ struct PodCheck {
 }
 
 struct Scheduled {
-    check: ClusterCheck,
+    /// Shared with the rounds that run it: a round takes a handle, never a copy.
+    check: Arc<ClusterCheck>,
     phase: CheckPhase,
     tracker: Tracker,
     next_run: Instant,
@@ -68,7 +69,7 @@ struct Scheduled {
 
 #[derive(Default)]
 struct State {
-    config: AgentConfig,
+    config: Arc<AgentConfig>,
     checks: Vec<Scheduled>,
     readyz: Option<(Tracker, Instant)>,
 }
@@ -170,7 +171,7 @@ impl ChecksSource for CheckEngine {
             for check in checks.iter() {
                 let key = (phase == CheckPhase::Readiness, check.name.clone());
                 let scheduled = match old.remove(&key) {
-                    Some(s) if s.check == *check => s,
+                    Some(s) if *s.check == *check => s,
                     _ => Scheduled {
                         tracker: Tracker::new(
                             &check.name,
@@ -178,7 +179,7 @@ impl ChecksSource for CheckEngine {
                             phase,
                             Timing::of(check),
                         ),
-                        check: check.clone(),
+                        check: Arc::new(check.clone()),
                         phase,
                         next_run: now,
                     },
@@ -186,7 +187,7 @@ impl ChecksSource for CheckEngine {
                 state.checks.push(scheduled);
             }
         }
-        state.config = config.clone();
+        state.config = Arc::new(config.clone());
         drop(state);
         self.shared.sync_pod_checks(config);
         self.shared.changed.notify_one();
@@ -211,12 +212,12 @@ async fn run(shared: Arc<Shared>, reader: Reader, shutdown: CancellationToken) {
         let now = Instant::now();
         let (due, readyz_due, config) = {
             let state = shared.state.lock();
-            let due: Vec<(usize, ClusterCheck)> = state
+            let due: Vec<(usize, Arc<ClusterCheck>)> = state
                 .checks
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.next_run <= now)
-                .map(|(i, s)| (i, s.check.clone()))
+                .map(|(i, s)| (i, Arc::clone(&s.check)))
                 .collect();
             (
                 due,
@@ -243,7 +244,11 @@ async fn run(shared: Arc<Shared>, reader: Reader, shutdown: CancellationToken) {
             for ((index, check), outcome) in due.iter().zip(outcomes) {
                 // The config may have changed while the round ran: record only into the
                 // same, unchanged check.
-                if let Some(s) = state.checks.get_mut(*index).filter(|s| s.check == *check) {
+                if let Some(s) = state
+                    .checks
+                    .get_mut(*index)
+                    .filter(|s| Arc::ptr_eq(&s.check, check))
+                {
                     s.tracker.record(&outcome, wall);
                     s.next_run = now + period(check, &state.config, default);
                 }
@@ -269,7 +274,7 @@ async fn run_round(
     shared: &Shared,
     reader: &Reader,
     config: &AgentConfig,
-    due: &[(usize, ClusterCheck)],
+    due: &[(usize, Arc<ClusterCheck>)],
 ) -> Vec<RunOutcome> {
     let options = &shared.options;
     let lua: Vec<LuaCheck> = due.iter().filter_map(|(_, c)| LuaCheck::of(c)).collect();
@@ -279,7 +284,7 @@ async fn run_round(
             .into_iter();
     let others = due
         .iter()
-        .filter(|(_, c)| c.condition.is_none())
+        .filter(|(_, c)| !c.is_lua())
         .map(|(_, c)| async move {
             match c.pod.is_some() {
                 true => shared.pod_outcome(&c.name),
@@ -289,7 +294,7 @@ async fn run_round(
     let mut other_outcomes = futures::future::join_all(others).await.into_iter();
     due.iter()
         .map(|(_, c)| {
-            let next = if c.condition.is_some() {
+            let next = if c.is_lua() {
                 lua_outcomes.next()
             } else {
                 other_outcomes.next()
