@@ -88,7 +88,7 @@ pub fn format_number(n: f64) -> String {
     if n.is_infinite() {
         return if n > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    if n.fract() == 0.0 && n.abs() < 9.223_372_036_854_775_807e18 {
+    if n.fract() == 0.0 && n.abs() < 9.223_372_036_854_776e18 {
         return (n as i64).to_string();
     }
     // Shortest round-trip digits and the decimal exponent, from Rust's `{:e}`.

@@ -144,10 +144,8 @@ impl<'a> Matcher<'a> {
             let matches_here = s < self.src.len() && self.single_match(self.src[s], p, ep);
             match self.pat.get(ep) {
                 Some(b'?') => {
-                    if matches_here {
-                        if let Some(end) = self.do_match(s + 1, ep + 1)? {
-                            return Ok(Some(end));
-                        }
+                    if matches_here && let Some(end) = self.do_match(s + 1, ep + 1)? {
+                        return Ok(Some(end));
                     }
                     p = ep + 1;
                 }
