@@ -92,3 +92,23 @@ fn unreadable_input_exits_2_with_the_file_named() {
     let not_a_cluster = eval("keptn-metrics.yaml", "keptn-metrics.yaml", true);
     assert_eq!(not_a_cluster.status.code(), Some(2));
 }
+
+#[test]
+fn sveltos_and_argo_cd_constructs_evaluate_as_in_their_projects() {
+    let out = eval("compat-cluster.yaml", "compat-objects.yaml", true);
+    let results = checks(&out);
+    // The LabelSelector form selects the two workers; `goto` and modifying the objects
+    // work; managedFields is never visible, offline as live.
+    assert_eq!(results[0]["name"], "web-workers");
+    assert_eq!(results[0]["passing"], true, "{results:?}");
+    assert_eq!(results[0]["message"], "worker-1,worker-2");
+    // The CEL filter keeps the prod Deployments; the health script fails on the first one
+    // that is not Healthy and names it.
+    assert_eq!(results[1]["name"], "deployments-healthy");
+    assert_eq!(results[1]["passing"], false);
+    assert_eq!(
+        results[1]["message"],
+        "Deployment prod/api is Progressing: 1 of 2 replicas available"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

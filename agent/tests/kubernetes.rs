@@ -10,7 +10,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
 use fleetpulse_agent::checks::builtin;
-use fleetpulse_agent::checks::lua_check::{self, LuaCheck};
+use fleetpulse_agent::checks::lua_check::{self, LuaCheck, Script};
 use fleetpulse_agent::checks::pod::{KubePodApi, PodCheckRunner};
 use fleetpulse_agent::checks::resources::{KubeReader, ResourceReader};
 use fleetpulse_agent::key_secret;
@@ -78,7 +78,7 @@ async fn a_lua_check_reads_custom_resources_found_through_discovery() {
     }
     let check = LuaCheck {
         name: "error-rate".into(),
-        condition: "function evaluate() local v = tonumber(ctx.metric.status.value) return {healthy = v < 0.05, message = tostring(v)} end".into(),
+        script: Script::Condition("function evaluate() local v = tonumber(ctx.metric.status.value) return {healthy = v < 0.05, message = tostring(v)} end".into()),
         selectors: vec![ResourceSelector {
             group: "metrics.keptn.sh".into(),
             version: "v1".into(),

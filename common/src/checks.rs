@@ -1,9 +1,11 @@
 //! What the agent and the hub need to evaluate checks the same way: templates over the
 //! MemberCluster in selector names and namespaces ([`template`]), the Kubernetes
 //! label-selector string form and Sveltos label filters ([`labels`]), resolving a
-//! `ResourceSelector` into a query that picks objects ([`query`]), Lua checks in shared
-//! rounds ([`lua_batch`]), and a check's verdict over time ([`timing`]).
+//! `ResourceSelector` into a query that picks objects ([`query`]), Sveltos' CEL filter
+//! ([`cel`]), Lua checks in shared rounds ([`lua_batch`]), and a check's verdict over time
+//! ([`timing`]).
 
+pub mod cel;
 pub mod labels;
 pub mod lua_batch;
 pub mod query;

@@ -1,41 +1,46 @@
 //! The Lua sandbox that runs `ClusterCheck.condition` scripts (Sveltos-compatible Lua
-//! over Kubernetes objects), on Luau through mlua.
+//! over Kubernetes objects) and Argo CD health scripts, on Lua 5.4 (vendored, through
+//! mlua) with the library of Lua 5.1 as gopher-lua has it.
 //!
 //! One [`LuaRound`] is one Lua state for one evaluation round: every Kubernetes object of
-//! the round is converted to a Lua table once ([`LuaRound::add_object`]), made read-only
-//! (deeply), and shared by every check of the round ([`LuaRound::evaluate`]).
+//! the round is kept as JSON ([`LuaRound::add_object`]) and converted to Lua tables level
+//! by level, when a script first touches it; what is converted is shared by every check of
+//! the round ([`LuaRound::evaluate`]).
 //!
 //! # What a script sees
 //!
 //! - `resources`: an array of the check's objects, in order; also the first argument of
-//!   `evaluate`. The array is the script's own (it may sort or extend it); the objects in it
-//!   are read-only.
-//! - `ctx`: a table from selector identifier to one object (the selector named one object)
-//!   or to an array of objects.
+//!   `evaluate`. `ctx`: a table from selector identifier to one object (the selector named
+//!   one object) or to an array of objects.
 //! - Objects convert faithfully from JSON: objects become tables with string keys, arrays
-//!   become 1-based arrays, strings and booleans stay as they are, and every number becomes
-//!   a Lua number (a double, as in Lua 5.1 and Sveltos). JSON `null` becomes `nil`, as in
-//!   Sveltos: a field whose value is `null` reads as absent, and a `null` inside an array
-//!   leaves a hole (`#` and `ipairs` may stop there).
-//! - Globals: Luau's base library (`ipairs`, `pairs`, `tostring`, `tonumber`, `pcall`,
-//!   `error`, `assert`, `select`, `type`, `setmetatable` on the script's own tables, ...)
-//!   and the libraries `string`, `table`, `math`, `utf8`, `bit32`, `coroutine` and `os`,
-//!   where Luau's `os` only has `clock`, `date`, `difftime` and `time`.
+//!   become 1-based arrays, strings and booleans stay as they are, integral numbers become
+//!   integers and others floats (both print as gopher-lua prints them). JSON `null` becomes
+//!   `nil`, as in Sveltos. `metadata.managedFields` is dropped.
+//! - Objects may be modified (`table.sort(obj.status.conditions, ...)`,
+//!   `obj.metadata.labels = obj.metadata.labels or {}`): a modified table is copied for the
+//!   script (copy on write) and the change is undone when the evaluation ends, so no other
+//!   check and no later round sees it.
+//! - Globals: Lua 5.1's base library (with `unpack`), `string` (with `gfind`), `table`
+//!   (with `getn`, `maxn`), `math` (with `mod`, `pow`, `log10`, `ldexp`, `frexp`, ...),
+//!   `coroutine`, `os.clock`/`date`/`difftime`/`time`, `goto` and labels; Sveltos' helpers
+//!   `base64Encode`, `base64Decode`, `getLabel`, `getAnnotation`, `getResource`, and
+//!   `require` of the modules `json` and `strings` (and nothing else).
 //! - Not available, failing with "`name` is not available in the fleetpulse Lua sandbox":
-//!   `require`, `load`, `loadstring`, `dofile`, `loadfile`, `getfenv`, `setfenv`,
-//!   `newproxy`, `os.execute`, `os.exit`, `os.getenv`, `os.remove`, `os.rename`,
-//!   `os.tmpname`, and every field of `io`, `debug` and `package`. Luau has no `string.dump`
-//!   and a condition is always compiled from source (bytecode is refused), so no bytecode
-//!   can be loaded. `print` does nothing; `collectgarbage` only answers `"count"`.
-//! - Every library table, `_G` and the string metatable are read-only (Luau's sandbox).
-//! - Each evaluation has fresh globals: what one script sets is invisible to the next.
+//!   `load`, `loadstring`, `dofile`, `loadfile`, `getfenv`, `setfenv`, `newproxy`,
+//!   `os.execute`, `os.exit`, `os.getenv`, `os.remove`, `os.rename`, `os.tmpname`,
+//!   `os.setlocale`, and every field of `io`, `debug` and `package`. There is no
+//!   `string.dump` and a condition is always compiled from source (bytecode is refused).
+//!   `print` does nothing; `collectgarbage` only answers `"count"`.
+//! - Each evaluation has fresh globals and its own copies of the library tables: what one
+//!   script sets or replaces is invisible to the next.
 //!
 //! # Limits
 //!
-//! Each evaluation has a deadline (an interrupt fails the script once it passed, even if
-//! the script catches the error with `pcall`) and a memory allowance on top of what the
-//! round already holds; a failed evaluation frees its garbage, so the next check of the
-//! round runs normally. See [`LuaLimits`].
+//! Each evaluation has a deadline (an instruction-count hook fails the script once it
+//! passed, even if the script catches the error with `pcall`; the pattern functions check
+//! it too) and a memory allowance on top of what the round already holds (converting
+//! objects does not count against it); a failed evaluation frees its garbage, so the next
+//! check of the round runs normally. See [`LuaLimits`].
 //!
 //! # Result
 //!
@@ -47,13 +52,16 @@ use std::time::Duration;
 
 use crate::protocol::limits::MAX_MESSAGE_BYTES;
 
-mod compile;
+mod compat;
 mod convert;
 mod error;
 mod outcome;
+mod pattern;
 mod round;
 mod sandbox;
 
+#[cfg(test)]
+mod conformance_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
@@ -61,9 +69,23 @@ mod result_tests;
 #[cfg(test)]
 mod tests;
 
-pub use compile::compile_check;
+pub use compat::format_number;
 pub use error::LuaError;
 pub use round::LuaRound;
+
+/// Compiles a check's Lua source (a `condition`, a `healthScript` or a selector's
+/// `evaluate`) without running it, so bad syntax is refused when a manifest is loaded. The
+/// error is [`LuaError::Syntax`], naming the check and the line (`condition:LINE: ...`).
+pub fn compile_check(check: &str, source: &str) -> Result<(), LuaError> {
+    let lua = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::default())
+        .map_err(|source| LuaError::Setup { source })?;
+    lua.load(source)
+        .set_name("=condition")
+        .set_mode(mlua::chunk::ChunkMode::Text)
+        .into_function()
+        .map(drop)
+        .map_err(|e| error::classify(check, e, &LuaLimits::default()))
+}
 
 /// Per-evaluation limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +109,16 @@ impl Default for LuaLimits {
             max_message_bytes: MAX_MESSAGE_BYTES,
         }
     }
+}
+
+/// How a round converts objects to Lua tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Conversion {
+    /// A table when a script first touches it (the default).
+    #[default]
+    Lazy,
+    /// Every table of every object when it is added (the baseline of the benchmark).
+    Eager,
 }
 
 /// The verdict of one script.

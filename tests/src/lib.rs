@@ -18,8 +18,8 @@
 #![forbid(unsafe_code)]
 
 pub mod detection_sim;
-pub mod fault_proxy;
 pub mod embedded_hub;
+pub mod fault_proxy;
 pub mod fleet;
 pub mod kube_fleet;
 pub mod loadgen;

@@ -69,6 +69,8 @@ fn core_query(kind: &str, namespace: Option<String>) -> Query {
         filters: Vec::new(),
         identifier: None,
         from_hub: false,
+        evaluate: None,
+        evaluate_cel: Vec::new(),
     }
 }
 

@@ -64,7 +64,8 @@ struct PodCheck {
 }
 
 struct Scheduled {
-    check: ClusterCheck,
+    /// Shared with the rounds that run it: a round takes a handle, never a copy.
+    check: Arc<ClusterCheck>,
     phase: CheckPhase,
     tracker: Tracker,
     next_run: Instant,
@@ -72,7 +73,7 @@ struct Scheduled {
 
 #[derive(Default)]
 struct State {
-    config: AgentConfig,
+    config: Arc<AgentConfig>,
     checks: Vec<Scheduled>,
     readyz: Option<(Tracker, Instant)>,
 }
@@ -174,7 +175,7 @@ impl ChecksSource for CheckEngine {
             for check in checks.iter() {
                 let key = (phase == CheckPhase::Readiness, check.name.clone());
                 let scheduled = match old.remove(&key) {
-                    Some(s) if s.check == *check => s,
+                    Some(s) if *s.check == *check => s,
                     _ => Scheduled {
                         tracker: Tracker::new(
                             &check.name,
@@ -182,7 +183,7 @@ impl ChecksSource for CheckEngine {
                             phase,
                             Timing::of(check),
                         ),
-                        check: check.clone(),
+                        check: Arc::new(check.clone()),
                         phase,
                         next_run: now,
                     },
@@ -190,7 +191,7 @@ impl ChecksSource for CheckEngine {
                 state.checks.push(scheduled);
             }
         }
-        state.config = config.clone();
+        state.config = Arc::new(config.clone());
         drop(state);
         self.shared.sync_pod_checks(config);
         self.shared.changed.notify_one();
@@ -215,12 +216,12 @@ async fn run(shared: Arc<Shared>, reader: Reader, shutdown: CancellationToken) {
         let now = Instant::now();
         let (due, readyz_due, config) = {
             let state = shared.state.lock();
-            let due: Vec<(usize, ClusterCheck)> = state
+            let due: Vec<(usize, Arc<ClusterCheck>)> = state
                 .checks
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.next_run <= now)
-                .map(|(i, s)| (i, s.check.clone()))
+                .map(|(i, s)| (i, Arc::clone(&s.check)))
                 .collect();
             (
                 due,
@@ -247,7 +248,11 @@ async fn run(shared: Arc<Shared>, reader: Reader, shutdown: CancellationToken) {
             for ((index, check), outcome) in due.iter().zip(outcomes) {
                 // The config may have changed while the round ran: record only into the
                 // same, unchanged check.
-                if let Some(s) = state.checks.get_mut(*index).filter(|s| s.check == *check) {
+                if let Some(s) = state
+                    .checks
+                    .get_mut(*index)
+                    .filter(|s| Arc::ptr_eq(&s.check, check))
+                {
                     s.tracker.record(&outcome, wall);
                     s.next_run = now + period(check, &state.config, default);
                 }
@@ -273,7 +278,7 @@ async fn run_round(
     shared: &Shared,
     reader: &Reader,
     config: &AgentConfig,
-    due: &[(usize, ClusterCheck)],
+    due: &[(usize, Arc<ClusterCheck>)],
 ) -> Vec<RunOutcome> {
     let options = &shared.options;
     let round_started = Instant::now();
@@ -285,7 +290,7 @@ async fn run_round(
     let lua_took = round_started.elapsed();
     let others = due
         .iter()
-        .filter(|(_, c)| c.condition.is_none())
+        .filter(|(_, c)| !c.is_lua())
         .map(|(_, c)| async move {
             let started = Instant::now();
             let outcome = match c.pod.is_some() {
@@ -299,7 +304,7 @@ async fn run_round(
     let outcomes = due
         .iter()
         .map(|(_, c)| {
-            let next = if c.condition.is_some() {
+            let next = if c.is_lua() {
                 lua_outcomes.next().map(|o| (o, lua_took))
             } else {
                 other_outcomes.next()

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use fleetpulse_common::checks::lua_batch::Batch;
-pub use fleetpulse_common::checks::lua_batch::LuaCheck;
+pub use fleetpulse_common::checks::lua_batch::{LuaCheck, Script};
 use fleetpulse_common::lua::LuaLimits;
 
 use super::RunOutcome;
@@ -37,32 +37,16 @@ pub async fn run_batch_measured(
     for query in batch.queries() {
         listed.push(reader.list(query).await.map_err(|e| e.to_string()));
     }
-    let evaluated = tokio::task::spawn_blocking(move || {
-        let verdicts = batch.evaluate(&listed, limits);
+    tokio::task::spawn_blocking(move || {
+        let verdicts = batch.evaluate(listed, limits);
         (verdicts, batch.lua_memory_bytes())
     })
-    .await;
-    match evaluated {
-        Ok((verdicts, held)) => (
-            verdicts
-                .into_iter()
-                .map(|v| match v {
-                    Ok(o) => RunOutcome {
-                        passing: o.passing,
-                        message: o.message,
-                        success_rate_percent: None,
-                    },
-                    Err(e) => RunOutcome::fail(e),
-                })
-                .collect(),
-            held,
-        ),
-        Err(e) => (
-            checks
-                .iter()
-                .map(|_| RunOutcome::fail(format!("Lua evaluation panicked: {e}")))
-                .collect(),
-            0,
-        ),
-    }
+    .await
+    .unwrap_or_else(|e| {
+        let failed = checks
+            .iter()
+            .map(|_| RunOutcome::fail(format!("Lua evaluation panicked: {e}")))
+            .collect();
+        (failed, 0)
+    })
 }

@@ -46,7 +46,7 @@ pub async fn evaluate(
         .into_iter();
     let mut results = Vec::with_capacity(checks.len());
     for (list, check) in checks {
-        let (passing, message) = if check.condition.is_some() {
+        let (passing, message) = if check.is_lua() {
             let o = lua_outcomes.next().expect("one outcome per Lua check");
             (Some(o.passing), o.message)
         } else if check.ready_nodes.is_some() || check.ready_pods.is_some() {

@@ -2,7 +2,8 @@
 //! `livenessChecks`. Sveltos-compatible: a `SveltosCluster`'s checks paste in unchanged.
 //!
 //! Exactly one kind is set per check: Lua over resources (`condition`, optionally with
-//! `resourceSelectors`), `pod`, `http`, `tcp`, `readyNodes` or `readyPods`. The local API
+//! `resourceSelectors`), an Argo CD health script over resources (`healthScript`), `pod`,
+//! `http`, `tcp`, `readyNodes` or `readyPods`. The local API
 //! server's `/readyz` is always checked and needs no entry. This module holds the types;
 //! the agent's check engine runs them.
 
@@ -11,12 +12,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod resource_selector;
+
+pub use resource_selector::{
+    CelRule, LabelFilter, LabelFilterOperation, ResourceSelector, SelectorSpec,
+};
+
 /// One health check.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.condition), has(self.pod), has(self.http), has(self.tcp), has(self.readyNodes), has(self.readyPods)].filter(x, x).size() == 1",
-    "message": "set exactly one check kind: condition (Lua), pod, http, tcp, readyNodes or readyPods"
+    "rule": "[has(self.condition), has(self.healthScript), has(self.pod), has(self.http), has(self.tcp), has(self.readyNodes), has(self.readyPods)].filter(x, x).size() == 1",
+    "message": "set exactly one check kind: condition (Lua), healthScript (Argo CD), pod, http, tcp, readyNodes or readyPods"
 }, {
     "rule": "!(has(self.for) && has(self.duration))",
     "message": "`for` and `duration` mean the same; set only one"
@@ -62,6 +69,12 @@ pub struct ClusterCheck {
     /// (or `healthy`) and `message`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
+    /// Argo CD health check: a resource health script in Argo CD's convention (global
+    /// `obj`; returns `hs` with `status` Healthy, Progressing, Degraded, Suspended or
+    /// Missing, and `message`), run for every object `resourceSelectors` select. Passes when
+    /// every object is Healthy; the message names the first that is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_script: Option<String>,
     /// Pod check: run a pod from a template on a schedule and judge by success rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodCheck>,
@@ -103,13 +116,21 @@ impl ClusterCheck {
     /// Whether the hub evaluates this check: a Lua check whose selectors read the hub's
     /// objects (`fromHub`), e.g. per-cluster KeptnMetric objects kept centrally.
     pub fn reads_hub(&self) -> bool {
-        self.condition.is_some() && self.resource_selectors.iter().any(|s| s.from_hub)
+        self.is_lua() && self.resource_selectors.iter().any(|s| s.from_hub)
+    }
+
+    /// Whether this is a Lua check over resources (`condition` or `healthScript`).
+    pub fn is_lua(&self) -> bool {
+        self.condition.is_some() || self.health_script.is_some()
     }
 
     /// The kinds this check sets (valid checks set exactly one).
     pub fn kinds(&self) -> Vec<CheckKind> {
         let mut kinds = Vec::new();
         if self.condition.is_some() {
+            kinds.push(CheckKind::Lua);
+        }
+        if self.health_script.is_some() {
             kinds.push(CheckKind::Lua);
         }
         if self.pod.is_some() {
@@ -129,71 +150,6 @@ impl ClusterCheck {
         }
         kinds
     }
-}
-
-/// Which objects a Lua check sees. Sveltos' `ResourceSelector` plus an `identifier`.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceSelector {
-    /// API group ("" for the core group).
-    #[serde(default)]
-    pub group: String,
-    /// API version, e.g. `v1`.
-    pub version: String,
-    /// Kind, e.g. `Node`. A kind the cluster does not serve yields no objects, not an error.
-    pub kind: String,
-    /// Namespace ("" or unset: all namespaces). A template over the MemberCluster, e.g.
-    /// `{{ .Cluster.metadata.name }}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Object name (unset: all). A template over the MemberCluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// A label selector in the Kubernetes string form, e.g. `app=web,tier!=db`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// Sveltos label filters, all of which must match.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub label_filters: Vec<LabelFilter>,
-    /// Key under which the matched objects appear in the Lua global `ctx`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
-    pub identifier: Option<String>,
-    /// Read the hub cluster instead of the managed one (e.g. KeptnMetric objects kept
-    /// centrally per cluster); such checks are evaluated by the hub.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub from_hub: bool,
-    /// Sveltos' per-selector Lua filter (`function evaluate()` per object); accepted for
-    /// compatibility.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluate: Option<String>,
-}
-
-/// A Sveltos label filter.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelFilter {
-    /// Label key.
-    pub key: String,
-    /// `Equal`, `Different`, `Has` or `DoesNotHave`.
-    pub operation: LabelFilterOperation,
-    /// Label value (ignored by `Has` and `DoesNotHave`).
-    #[serde(default)]
-    pub value: String,
-}
-
-/// A Sveltos label-filter operation.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum LabelFilterOperation {
-    /// The label equals the value.
-    #[default]
-    Equal,
-    /// The label is absent or differs from the value.
-    Different,
-    /// The label is present.
-    Has,
-    /// The label is absent.
-    DoesNotHave,
 }
 
 /// Run a pod from a template on a schedule; fail on a low success rate or a run of failures.

@@ -129,8 +129,8 @@ impl ClusterCheck {
             return Err(err(
                 path,
                 format!(
-                    "set exactly one check kind: condition (Lua), pod, http, tcp, readyNodes or \
-                     readyPods (found {})",
+                    "set exactly one check kind: condition (Lua), healthScript (Argo CD), pod, \
+                     http, tcp, readyNodes or readyPods (found {})",
                     kinds.len()
                 ),
             ));
@@ -140,6 +140,23 @@ impl ClusterCheck {
                 format!("{path}.resourceSelectors"),
                 "a check reads either the hub (fromHub: true) or the managed cluster; split it into two checks",
             ));
+        }
+        if self.health_script.is_some() && self.resource_selectors.is_empty() {
+            return Err(err(
+                format!("{path}.resourceSelectors"),
+                "a healthScript check runs its script for every selected object; add resourceSelectors naming the objects (e.g. group, version and kind)",
+            ));
+        }
+        for (i, selector) in self.resource_selectors.iter().enumerate() {
+            let at = format!("{path}.resourceSelectors[{i}]");
+            if let Some(spec) = &selector.selector {
+                crate::checks::labels::LabelQuery::of(spec)
+                    .map_err(|e| err(format!("{at}.selector"), e.to_string()))?;
+            }
+            for (j, rule) in selector.evaluate_cel.iter().enumerate() {
+                crate::checks::cel::compile(rule)
+                    .map_err(|e| err(format!("{at}.evaluateCEL[{j}].rule"), e.to_string()))?;
+            }
         }
         if self.for_.is_some() && self.duration.is_some() {
             return Err(err(
@@ -190,6 +207,43 @@ mod tests {
         };
         let e = spec.validate().unwrap_err();
         assert_eq!(e.field, "spec.livenessChecks[0]");
+    }
+
+    #[test]
+    fn a_bad_label_selector_or_cel_rule_names_its_field() {
+        let mut check: ClusterCheck = serde_json::from_value(serde_json::json!({
+            "name": "pods",
+            "condition": "function evaluate() return { pass = true } end",
+            "resourceSelectors": [{ "version": "v1", "kind": "Pod",
+                "selector": { "matchExpressions": [{ "key": "app", "operator": "Is", "values": ["x"] }] } }]
+        }))
+        .unwrap();
+        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.livenessChecks[0].resourceSelectors[0].selector"
+        );
+        check.resource_selectors[0].selector = Some("app=web".into());
+        check.resource_selectors[0].evaluate_cel = vec![crate::api::CelRule {
+            name: "broken".into(),
+            rule: "resource.status ==".into(),
+        }];
+        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.livenessChecks[0].resourceSelectors[0].evaluateCEL[0].rule"
+        );
+    }
+
+    #[test]
+    fn a_health_script_without_selectors_is_rejected() {
+        let check = ClusterCheck {
+            name: "certs".into(),
+            health_script: Some("hs = { status = 'Healthy' } return hs".into()),
+            ..Default::default()
+        };
+        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
+        assert_eq!(e.field, "spec.livenessChecks[0].resourceSelectors");
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! Label matching for resource selectors: the Kubernetes label-selector string form
-//! (`app=web,tier!=db,env in (a,b),track notin (x),ready,!legacy`) and Sveltos label filters.
+//! (`app=web,tier!=db,env in (a,b),track notin (x),ready,!legacy`), the metav1.LabelSelector
+//! form (`matchLabels` / `matchExpressions`), both read into one [`LabelQuery`], and Sveltos
+//! label filters.
 
 use std::collections::BTreeMap;
 
-use crate::api::{LabelFilter, LabelFilterOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::api::{LabelFilter, LabelFilterOperation, SelectorSpec};
 
 /// One requirement of a parsed selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +43,52 @@ pub struct SelectorError {
 }
 
 impl LabelQuery {
+    /// Reads either form of a selector.
+    pub fn of(selector: &SelectorSpec) -> Result<Self, SelectorError> {
+        match selector {
+            SelectorSpec::Text(text) => Self::parse(text),
+            SelectorSpec::Structured(selector) => Self::from_label_selector(selector),
+        }
+    }
+
+    /// Reads a metav1.LabelSelector: every `matchLabels` entry and every expression must
+    /// hold. An unknown operator, or `In`/`NotIn` without values, is an error (it would
+    /// otherwise silently select nothing).
+    pub fn from_label_selector(selector: &LabelSelector) -> Result<Self, SelectorError> {
+        let err = |problem: String| SelectorError {
+            selector: serde_json::to_string(selector).unwrap_or_default(),
+            problem,
+        };
+        let mut requirements: Vec<Requirement> = selector
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| Requirement::Equals(k.clone(), v.clone()))
+            .collect();
+        for e in selector.match_expressions.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default();
+            let key = e.key.clone();
+            requirements.push(match e.operator.as_str() {
+                "In" | "NotIn" if values.is_empty() => {
+                    return Err(err(format!(
+                        "operator {} on key {key:?} needs at least one value",
+                        e.operator
+                    )));
+                }
+                "In" => Requirement::In(key, values),
+                "NotIn" => Requirement::NotIn(key, values),
+                "Exists" => Requirement::Exists(key),
+                "DoesNotExist" => Requirement::DoesNotExist(key),
+                other => {
+                    return Err(err(format!(
+                        "unknown operator {other:?} on key {key:?}; use In, NotIn, Exists or DoesNotExist"
+                    )));
+                }
+            });
+        }
+        Ok(LabelQuery(requirements))
+    }
+
     /// Parses the Kubernetes string form.
     pub fn parse(selector: &str) -> Result<Self, SelectorError> {
         let err = |problem: String| SelectorError {
@@ -159,6 +209,48 @@ mod tests {
         assert!(!q.matches(&bad));
         assert!(!q.matches(&labels(&[("app", "web"), ("env", "dev"), ("ready", "")])));
         assert!(LabelQuery::parse("").unwrap().matches(&labels(&[])));
+    }
+
+    #[test]
+    fn the_label_selector_form_matches_like_the_string_form() {
+        let structured: SelectorSpec = serde_json::from_value(serde_json::json!({
+            "matchLabels": { "app": "web" },
+            "matchExpressions": [
+                { "key": "env", "operator": "In", "values": ["prod", "staging"] },
+                { "key": "legacy", "operator": "DoesNotExist" }
+            ]
+        }))
+        .unwrap();
+        let text: SelectorSpec =
+            serde_json::from_value(serde_json::json!("app=web,env in (prod,staging),!legacy"))
+                .unwrap();
+        let (a, b) = (
+            LabelQuery::of(&structured).unwrap(),
+            LabelQuery::of(&text).unwrap(),
+        );
+        for l in [
+            labels(&[("app", "web"), ("env", "prod")]),
+            labels(&[("app", "web"), ("env", "dev")]),
+            labels(&[("app", "web"), ("env", "prod"), ("legacy", "1")]),
+            labels(&[("env", "prod")]),
+        ] {
+            assert_eq!(a.matches(&l), b.matches(&l), "{l:?}");
+        }
+        assert!(a.matches(&labels(&[("app", "web"), ("env", "staging")])));
+    }
+
+    #[test]
+    fn an_unknown_operator_in_a_label_selector_is_refused_with_the_fix() {
+        let bad: SelectorSpec = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{ "key": "env", "operator": "Equals", "values": ["a"] }]
+        }))
+        .unwrap();
+        let e = LabelQuery::of(&bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("use In, NotIn, Exists or DoesNotExist"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,42 +1,59 @@
 //! Lua checks evaluated in batches that share one round: every selector of every check is
 //! resolved for the cluster ([`Batch::plan`]), the caller lists each distinct query once
 //! (the agent from its cluster's API, the hub from its own objects), and
-//! [`Batch::evaluate`] converts each object to Lua once and runs every check over its own
-//! objects in the shared, read-only round. A script error or an exceeded limit fails only
-//! its own check.
+//! [`Batch::evaluate`] (the one evaluator of Lua checks, for agent and hub alike) applies
+//! the selectors' `evaluateCEL` and `evaluate` filters, takes each object into the round
+//! once, and runs every check over its own objects. As in Sveltos, `resources` lists an
+//! object once per selector that selects it. A script error or an exceeded limit fails
+//! only its own check.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::RunOutcome;
+use super::cel::CelFilter;
 use super::query::Query;
 use crate::api::{ClusterCheck, ResourceSelector};
-use crate::lua::{CtxValue, LuaLimits, LuaOutcome, LuaRound, ObjectId};
+use crate::lua::{CtxValue, LuaError, LuaLimits, LuaOutcome, LuaRound, ObjectId};
+
+/// What a Lua check runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Script {
+    /// A `condition` defining `evaluate()` over `resources` and `ctx` (Sveltos).
+    Condition(String),
+    /// An Argo CD health script, run for every selected object.
+    Health(String),
+}
 
 /// One Lua check to run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LuaCheck {
     /// Check name.
     pub name: String,
-    /// The script, defining `evaluate()`.
-    pub condition: String,
+    /// The script.
+    pub script: Script,
     /// Which objects it sees.
     pub selectors: Vec<ResourceSelector>,
     /// Its own deadline (`timeoutSeconds`), instead of the round's.
-    pub deadline: Option<std::time::Duration>,
+    pub deadline: Option<Duration>,
 }
 
 impl LuaCheck {
-    /// The Lua part of a check, if it is a Lua check (it sets `condition`).
+    /// The Lua part of a check, if it is a Lua check (`condition` or `healthScript`).
     pub fn of(check: &ClusterCheck) -> Option<LuaCheck> {
-        check.condition.as_ref().map(|condition| LuaCheck {
+        let script = match (&check.condition, &check.health_script) {
+            (Some(condition), _) => Script::Condition(condition.clone()),
+            (None, Some(health)) => Script::Health(health.clone()),
+            (None, None) => return None,
+        };
+        Some(LuaCheck {
             name: check.name.clone(),
-            condition: condition.clone(),
+            script,
             selectors: check.resource_selectors.clone(),
-            deadline: check
-                .timeout_seconds
-                .map(|s| std::time::Duration::from_secs(s.into())),
+            deadline: check.timeout_seconds.map(|s| Duration::from_secs(s.into())),
         })
     }
 }
@@ -45,7 +62,7 @@ impl LuaCheck {
 #[derive(Debug)]
 pub struct Batch {
     checks: Vec<LuaCheck>,
-    resolved: Vec<Result<Vec<Query>, String>>,
+    resolved: Vec<Result<Vec<usize>, String>>,
     queries: Vec<Query>,
     /// Bytes the Lua state held after the last [`Batch::evaluate`].
     lua_memory: std::sync::atomic::AtomicUsize,
@@ -55,23 +72,26 @@ impl Batch {
     /// Resolves every check's selectors for the cluster described by `cluster`; a check
     /// whose selectors do not resolve will fail alone.
     pub fn plan(checks: Vec<LuaCheck>, cluster: &ObjectMeta) -> Batch {
-        let resolved: Vec<Result<Vec<Query>, String>> = checks
+        let mut queries: Vec<Query> = Vec::new();
+        let resolved = checks
             .iter()
             .map(|check| {
-                check
-                    .selectors
-                    .iter()
-                    .map(|s| Query::resolve(s, cluster))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("check {}: {e}", check.name))
+                let mut indices = Vec::with_capacity(check.selectors.len());
+                for selector in &check.selectors {
+                    let query = Query::resolve(selector, cluster)
+                        .map_err(|e| format!("check {}: {e}", check.name))?;
+                    let index = match queries.iter().position(|q| *q == query) {
+                        Some(i) => i,
+                        None => {
+                            queries.push(query);
+                            queries.len() - 1
+                        }
+                    };
+                    indices.push(index);
+                }
+                Ok(indices)
             })
             .collect();
-        let mut queries: Vec<Query> = Vec::new();
-        for query in resolved.iter().flatten().flatten() {
-            if !queries.contains(query) {
-                queries.push(query.clone());
-            }
-        }
         Batch {
             checks,
             resolved,
@@ -91,95 +111,172 @@ impl Batch {
     }
 
     /// Evaluates every check; `listed[i]` holds the objects of `queries()[i]` (or why they
-    /// could not be read). Returns one verdict per check, in order.
+    /// could not be read). Returns one outcome per check, in order.
     pub fn evaluate(
         &self,
-        listed: &[Result<Vec<Value>, String>],
+        listed: Vec<Result<Vec<Value>, String>>,
         limits: LuaLimits,
-    ) -> Vec<Result<LuaOutcome, String>> {
+    ) -> Vec<RunOutcome> {
         let mut round = match LuaRound::new(limits) {
             Ok(r) => r,
-            Err(e) => return self.checks.iter().map(|_| Err(e.to_string())).collect(),
+            Err(e) => {
+                return self
+                    .checks
+                    .iter()
+                    .map(|_| RunOutcome::fail(e.to_string()))
+                    .collect();
+            }
         };
-        let mut by_key: HashMap<String, ObjectId> = HashMap::new();
-        let mut ids_per_query: Vec<Result<Vec<ObjectId>, String>> =
-            Vec::with_capacity(listed.len());
-        for objects in listed {
-            let ids = match objects {
-                Err(e) => Err(e.clone()),
-                Ok(objects) => {
-                    let mut ids = Vec::with_capacity(objects.len());
-                    for object in objects {
-                        let key = object_key(object);
-                        let id = match by_key.get(&key) {
-                            Some(id) => *id,
-                            None => match round.add_object(object) {
-                                Ok(id) => *by_key.entry(key).or_insert(id),
-                                Err(e) => {
-                                    return self
-                                        .checks
-                                        .iter()
-                                        .map(|_| Err(e.to_string()))
-                                        .collect();
-                                }
-                            },
-                        };
-                        ids.push(id);
-                    }
-                    Ok(ids)
-                }
-            };
-            ids_per_query.push(ids);
-        }
+        let selected = match self.take_objects(&mut round, listed) {
+            Ok(selected) => selected,
+            Err(e) => {
+                return self
+                    .checks
+                    .iter()
+                    .map(|_| RunOutcome::fail(e.to_string()))
+                    .collect();
+            }
+        };
+        // Sveltos' Lua filters, once per query (named after the first check using it).
+        let mut filtered: HashMap<usize, Result<Vec<ObjectId>, String>> = HashMap::new();
         let verdicts = self
             .checks
             .iter()
             .zip(&self.resolved)
             .map(|(check, queries)| {
+                let deadline = check.deadline.unwrap_or(limits.deadline);
                 let queries = queries.as_ref().map_err(Clone::clone)?;
-                let mut resources = Vec::new();
-                let mut ctx = Vec::new();
-                for query in queries {
-                    let index = self
-                        .queries
-                        .iter()
-                        .position(|d| d == query)
-                        .expect("every query was planned");
-                    let ids = ids_per_query
-                        .get(index)
-                        .ok_or_else(|| {
-                            format!(
-                                "check {}: objects of {} were not listed",
-                                check.name, query.kind
-                            )
-                        })?
-                        .as_ref()
-                        .map_err(|e| format!("check {}: {e}", check.name))?;
-                    for id in ids {
-                        if !resources.contains(id) {
-                            resources.push(*id);
-                        }
-                    }
-                    if let Some(identifier) = &query.identifier {
-                        match (query.names_one_object(), ids.first()) {
-                            (true, Some(id)) => ctx.push((identifier.clone(), CtxValue::One(*id))),
-                            (true, None) => {}
-                            (false, _) => {
-                                ctx.push((identifier.clone(), CtxValue::Many(ids.clone())))
-                            }
-                        }
+                let mut per_query = Vec::with_capacity(queries.len());
+                for &index in queries {
+                    let ids = filtered
+                        .entry(index)
+                        .or_insert_with(|| {
+                            self.filter(&round, check, index, &selected[index], deadline)
+                        })
+                        .clone()?;
+                    per_query.push((index, ids));
+                }
+                run(&round, check, &self.queries, &per_query, deadline).map_err(|e| e.to_string())
+            })
+            .map(|verdict: Result<LuaOutcome, String>| match verdict {
+                Ok(o) => RunOutcome {
+                    passing: o.passing,
+                    message: o.message,
+                    success_rate_percent: None,
+                },
+                Err(e) => RunOutcome::fail(e),
+            });
+        let verdicts: Vec<RunOutcome> = verdicts.collect();
+        self.lua_memory
+            .store(round.lua_memory(), std::sync::atomic::Ordering::Relaxed);
+        verdicts
+    }
+
+    /// Applies each query's `evaluateCEL` and takes every object into the round once;
+    /// returns the ids per query (or why that query has none).
+    fn take_objects(
+        &self,
+        round: &mut LuaRound,
+        listed: Vec<Result<Vec<Value>, String>>,
+    ) -> Result<Vec<Result<Vec<ObjectId>, String>>, LuaError> {
+        let mut by_key: HashMap<String, ObjectId> = HashMap::new();
+        let mut selected = Vec::with_capacity(listed.len());
+        for (query, objects) in self.queries.iter().zip(listed) {
+            let cel = match CelFilter::new(&query.evaluate_cel) {
+                Ok(cel) => cel,
+                Err(e) => {
+                    selected.push(Err(e.to_string()));
+                    continue;
+                }
+            };
+            let objects = match objects {
+                Ok(objects) => objects,
+                Err(e) => {
+                    selected.push(Err(e));
+                    continue;
+                }
+            };
+            let mut ids = Vec::with_capacity(objects.len());
+            for object in objects {
+                if cel.as_ref().is_some_and(|f| !f.keeps(&object)) {
+                    continue;
+                }
+                let key = object_key(&object);
+                let id = match by_key.get(&key) {
+                    Some(id) => *id,
+                    None => *by_key.entry(key).or_insert(round.add_object(object)?),
+                };
+                ids.push(id);
+            }
+            selected.push(Ok(ids));
+        }
+        while selected.len() < self.queries.len() {
+            selected.push(Err("objects were not listed".to_string()));
+        }
+        Ok(selected)
+    }
+
+    /// The objects of query `index` that its `evaluate` filter keeps.
+    fn filter(
+        &self,
+        round: &LuaRound,
+        check: &LuaCheck,
+        index: usize,
+        selected: &Result<Vec<ObjectId>, String>,
+        deadline: Duration,
+    ) -> Result<Vec<ObjectId>, String> {
+        let query = &self.queries[index];
+        let ids = selected
+            .as_ref()
+            .map_err(|e| format!("check {}: {} objects: {e}", check.name, query.kind))?;
+        let Some(script) = &query.evaluate else {
+            return Ok(ids.clone());
+        };
+        let keep = round
+            .filter(&check.name, script, ids, deadline)
+            .map_err(|e| {
+                format!(
+                    "{e} (in the `evaluate` filter of the {} selector)",
+                    query.kind
+                )
+            })?;
+        Ok(ids
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(id, _)| *id)
+            .collect())
+    }
+}
+
+/// Runs one check over its selectors' objects (`per_query`: query index and ids).
+fn run(
+    round: &LuaRound,
+    check: &LuaCheck,
+    queries: &[Query],
+    per_query: &[(usize, Vec<ObjectId>)],
+    deadline: Duration,
+) -> Result<LuaOutcome, LuaError> {
+    let resources: Vec<ObjectId> = per_query
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    match &check.script {
+        Script::Health(script) => round.health(&check.name, script, &resources, deadline),
+        Script::Condition(condition) => {
+            let mut ctx = Vec::new();
+            for (index, ids) in per_query {
+                let query = &queries[*index];
+                if let Some(identifier) = &query.identifier {
+                    match (query.names_one_object(), ids.first()) {
+                        (true, Some(id)) => ctx.push((identifier.clone(), CtxValue::One(*id))),
+                        (true, None) => {}
+                        (false, _) => ctx.push((identifier.clone(), CtxValue::Many(ids.clone()))),
                     }
                 }
-                let deadline = check.deadline.unwrap_or(limits.deadline);
-                round
-                    .evaluate_within(&check.name, &check.condition, &resources, &ctx, deadline)
-                    .map_err(|e| e.to_string())
-            })
-            .collect();
-        let held = round.used_memory();
-        self.lua_memory
-            .store(held, std::sync::atomic::Ordering::Relaxed);
-        verdicts
+            }
+            round.evaluate_within(&check.name, condition, &resources, &ctx, deadline)
+        }
     }
 }
 

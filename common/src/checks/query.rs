@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::labels::{LabelQuery, SelectorError, filters_match};
 use super::template::{self, TemplateError};
-use crate::api::{LabelFilter, ResourceSelector};
+use crate::api::{CelRule, LabelFilter, ResourceSelector};
 
 /// A selector could not be resolved.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -41,6 +41,10 @@ pub struct Query {
     pub identifier: Option<String>,
     /// Read the hub's objects instead of the managed cluster's.
     pub from_hub: bool,
+    /// Sveltos' per-object Lua filter.
+    pub evaluate: Option<String>,
+    /// Sveltos' per-object CEL filter.
+    pub evaluate_cel: Vec<CelRule>,
 }
 
 impl Query {
@@ -58,10 +62,15 @@ impl Query {
             kind: selector.kind.clone(),
             namespace: render(&selector.namespace)?,
             name: render(&selector.name)?,
-            labels: LabelQuery::parse(selector.selector.as_deref().unwrap_or_default())?,
+            labels: match &selector.selector {
+                Some(s) => LabelQuery::of(s)?,
+                None => LabelQuery::default(),
+            },
             filters: selector.label_filters.clone(),
             identifier: selector.identifier.clone(),
             from_hub: selector.from_hub,
+            evaluate: selector.evaluate.clone(),
+            evaluate_cel: selector.evaluate_cel.clone(),
         })
     }
 
@@ -79,8 +88,9 @@ impl Query {
         self.name.is_some()
     }
 
-    /// Whether `object` is selected: same apiVersion and kind, namespace and name when set,
-    /// labels and filters matching, and not being deleted.
+    /// Whether `object` is selected by what an API server can filter: same apiVersion and
+    /// kind, namespace and name when set, labels and filters matching, and not being
+    /// deleted. (`evaluate` and `evaluateCEL` are applied by the evaluator.)
     pub fn matches(&self, object: &Value) -> bool {
         let str_at = |ptr: &str| object.pointer(ptr).and_then(Value::as_str);
         if str_at("/apiVersion") != Some(self.api_version().as_str())

@@ -1,4 +1,7 @@
-//! JSON to Lua: a Kubernetes object becomes a deeply read-only Lua table.
+//! JSON to Lua, one level at a time: the round keeps its objects as JSON ([`Nodes`]) and
+//! converts a node (an object or array) to a Lua table when a script first touches it
+//! ([`materialise`]); its child objects and arrays become proxies (see `objects.lua`) that
+//! convert in turn.
 
 use std::collections::HashMap;
 
@@ -57,100 +60,151 @@ impl StringCache {
     }
 }
 
-/// Why a JSON value could not become a Lua table.
-#[derive(Debug)]
-pub(super) enum ConvertError {
-    /// Nested deeper than [`MAX_DEPTH`].
-    TooDeep,
-    /// mlua failed (e.g. out of memory).
-    Lua(mlua::Error),
+/// Where a node is: a whole object of the round, or the child at a position of a node.
+#[derive(Clone, Copy, Debug)]
+enum NodeRef {
+    Root(u32),
+    Child { parent: u32, position: u32 },
 }
 
-impl From<mlua::Error> for ConvertError {
-    fn from(e: mlua::Error) -> Self {
-        ConvertError::Lua(e)
+/// The round's objects as JSON and every node handed to Lua so far (kept as Lua app data,
+/// so `materialise` can reach it).
+#[derive(Debug, Default)]
+pub(super) struct Nodes {
+    objects: Vec<Json>,
+    refs: Vec<NodeRef>,
+    strings: StringCache,
+}
+
+impl Nodes {
+    /// Takes `object`; returns the node id of its root.
+    pub(super) fn add(&mut self, object: Json) -> u32 {
+        let id = self.refs.len() as u32;
+        self.refs.push(NodeRef::Root(self.objects.len() as u32));
+        self.objects.push(object);
+        id
+    }
+
+    /// The `index`th object added.
+    pub(super) fn object(&self, index: u32) -> Option<&Json> {
+        self.objects.get(index as usize)
     }
 }
 
-/// Converts an object to a read-only table: objects to tables with string keys (`null`
-/// members left out, so they read as `nil`), arrays to 1-based arrays, numbers to Lua
-/// numbers (doubles), strings and booleans as they are.
-pub(super) fn object_to_table(
-    lua: &Lua,
-    strings: &mut StringCache,
-    object: &serde_json::Map<String, Json>,
-) -> Result<Table, ConvertError> {
-    Converter { lua, strings }.map_to_table(object, 1)
+fn resolve<'a>(objects: &'a [Json], refs: &[NodeRef], id: u32) -> Option<&'a Json> {
+    match *refs.get(id as usize)? {
+        NodeRef::Root(o) => objects.get(o as usize),
+        NodeRef::Child { parent, position } => match resolve(objects, refs, parent)? {
+            Json::Object(map) => map.values().nth(position as usize),
+            Json::Array(items) => items.get(position as usize),
+            _ => None,
+        },
+    }
 }
 
-struct Converter<'a> {
-    lua: &'a Lua,
-    strings: &'a mut StringCache,
-}
-
-impl Converter<'_> {
-    fn map_to_table(
-        &mut self,
-        map: &serde_json::Map<String, Json>,
-        depth: usize,
-    ) -> Result<Table, ConvertError> {
-        let table = self.lua.create_table_with_capacity(0, map.len())?;
-        for (key, value) in map {
-            match value {
-                Json::Null => {}
-                Json::String(s) => {
-                    let own_key = self.strings.prepare(self.lua, key, usize::MAX)?;
-                    let own_value = self.strings.prepare(self.lua, s, MAX_CACHED_VALUE_BYTES)?;
-                    let strings = &*self.strings;
-                    table.raw_set(strings.get(&own_key), strings.get(&own_value))?;
-                }
-                other => {
-                    let value = self.convert(other, depth)?;
-                    let own_key = self.strings.prepare(self.lua, key, usize::MAX)?;
-                    table.raw_set(self.strings.get(&own_key), value)?;
+/// Converts node `id`: returns its table (scalars set; `null` left out, so it reads as
+/// `nil`) and a list `{key1, child1, key2, child2, ...}` of its object and array members
+/// by node id, for `objects.lua` to make proxies of.
+pub(super) fn materialise(lua: &Lua, id: u32) -> mlua::Result<(Table, Table)> {
+    let mut nodes = lua
+        .app_data_mut::<Nodes>()
+        .ok_or_else(|| mlua::Error::runtime("the round's objects are not available"))?;
+    let Nodes {
+        objects,
+        refs,
+        strings,
+    } = &mut *nodes;
+    let json = resolve(objects, refs, id)
+        .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
+    let mut kids: Vec<(Value, u32)> = Vec::new();
+    let table = match json {
+        Json::Object(map) => {
+            let table = lua.create_table_with_capacity(0, map.len())?;
+            for (position, (key, value)) in map.iter().enumerate() {
+                let own_key = strings.prepare(lua, key, usize::MAX)?;
+                match value {
+                    Json::Null => {}
+                    Json::Object(_) | Json::Array(_) => kids.push((
+                        Value::String(strings.get(&own_key).clone()),
+                        position as u32,
+                    )),
+                    other => {
+                        let value = scalar(lua, strings, other)?;
+                        table.raw_set(strings.get(&own_key), value)?
+                    }
                 }
             }
+            table
         }
-        table.set_readonly(true);
-        Ok(table)
-    }
-
-    fn array_to_table(&mut self, items: &[Json], depth: usize) -> Result<Table, ConvertError> {
-        let table = self.lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            match item {
-                // A hole: `null` reads as `nil`.
-                Json::Null => {}
-                Json::String(s) => {
-                    let own = self.strings.prepare(self.lua, s, MAX_CACHED_VALUE_BYTES)?;
-                    table.raw_set(i + 1, self.strings.get(&own))?;
+        Json::Array(items) => {
+            let table = lua.create_table_with_capacity(items.len(), 0)?;
+            for (position, item) in items.iter().enumerate() {
+                match item {
+                    // A hole: `null` reads as `nil`.
+                    Json::Null => {}
+                    Json::Object(_) | Json::Array(_) => {
+                        kids.push((Value::Integer(position as i64 + 1), position as u32))
+                    }
+                    other => table.raw_set(position + 1, scalar(lua, strings, other)?)?,
                 }
-                other => table.raw_set(i + 1, self.convert(other, depth)?)?,
             }
+            table
         }
-        table.set_readonly(true);
-        Ok(table)
+        _ => {
+            return Err(mlua::Error::runtime(format!(
+                "object node {id} is not a table"
+            )));
+        }
+    };
+    let list = lua.create_table_with_capacity(kids.len() * 2, 0)?;
+    for (i, (key, position)) in kids.into_iter().enumerate() {
+        let child = refs.len() as u32;
+        refs.push(NodeRef::Child {
+            parent: id,
+            position,
+        });
+        list.raw_set(2 * i + 1, key)?;
+        list.raw_set(2 * i + 2, child)?;
     }
-
-    /// Converts a non-string value.
-    fn convert(&mut self, value: &Json, depth: usize) -> Result<Value, ConvertError> {
-        Ok(match value {
-            Json::Null => Value::Nil,
-            Json::Bool(b) => Value::Boolean(*b),
-            // Every JSON number is a Lua number (a double), as in Lua 5.1; integers beyond
-            // 2^53 lose precision (Kubernetes keeps such values in strings).
-            Json::Number(n) => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
-            Json::String(s) => Value::String(self.lua.create_string(s)?),
-            Json::Array(items) => Value::Table(self.array_to_table(items, deeper(depth)?)?),
-            Json::Object(map) => Value::Table(self.map_to_table(map, deeper(depth)?)?),
-        })
-    }
+    Ok((table, list))
 }
 
-fn deeper(depth: usize) -> Result<usize, ConvertError> {
-    if depth >= MAX_DEPTH {
-        Err(ConvertError::TooDeep)
-    } else {
-        Ok(depth + 1)
+/// A string, boolean or number. Numbers with an integral value become Lua integers (so they
+/// print as `3`, as in gopher-lua), others floats; integers beyond 2^63 lose precision
+/// (Kubernetes keeps such values in strings).
+fn scalar(lua: &Lua, strings: &mut StringCache, value: &Json) -> mlua::Result<Value> {
+    Ok(match value {
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Integer(i),
+            None => {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                if f.fract() == 0.0 && f.abs() < 9.0e18 {
+                    Value::Integer(f as i64)
+                } else {
+                    Value::Number(f)
+                }
+            }
+        },
+        Json::String(s) => {
+            let own = strings.prepare(lua, s, MAX_CACHED_VALUE_BYTES)?;
+            Value::String(strings.get(&own).clone())
+        }
+        _ => Value::Nil,
+    })
+}
+
+/// Deepest nesting of a JSON value (a scalar is 0).
+pub(super) fn depth(value: &Json) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Json::Object(map) => stack.extend(map.values().map(|c| (c, d + 1))),
+            Json::Array(items) => stack.extend(items.iter().map(|c| (c, d + 1))),
+            _ => {}
+        }
     }
+    deepest
 }

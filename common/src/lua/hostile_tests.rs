@@ -57,8 +57,15 @@ fn endless_recursion_fails_with_stack_overflow_and_the_round_keeps_working() {
         r#"local function f() return (string.gsub("a", "a", f)) end f()"#,
         "local t = setmetatable({}, { __index = function(t, k) return t[k] end }) local x = t.x",
     ] {
+        // Lua 5.4 grows its stack on the heap: deep recursion meets the stack limit, the
+        // memory allowance or (on a slow machine) the deadline first; whichever it is, the
+        // script fails and the round goes on.
         let err = evaluate_body(&r, body).unwrap_err();
-        assert!(err.to_string().contains("stack overflow"), "{body}: {err}");
+        assert!(
+            err.to_string().contains("stack overflow")
+                || matches!(err, LuaError::Memory { .. } | LuaError::Deadline { .. }),
+            "{body}: {err}"
+        );
         assert_round_still_works(&r);
     }
 }
@@ -92,8 +99,8 @@ fn backtracking_patterns_fail_at_the_deadline() {
 #[test]
 fn appending_one_interned_string_forever_fails_at_a_limit() {
     let r = round();
-    // Luau interns strings: `string.rep("x", 1e6)` is the same string every time, so this
-    // loop mostly spins; it fails at whichever limit it reaches first.
+    // The same long string appended forever: it fails at whichever limit it reaches first
+    // (the array grows, the string is shared).
     let err = evaluate_body(
         &r,
         r#"local t = {} while true do t[#t+1] = string.rep("x", 1e6) end"#,
@@ -144,22 +151,22 @@ fn unbounded_allocation_fails_with_the_memory_message_and_memory_is_released() {
 }
 
 #[test]
-fn a_string_beyond_luau_limits_fails_with_a_clear_message() {
+fn a_string_beyond_the_memory_allowance_fails_with_the_memory_message() {
     let r = round();
-    let err = evaluate_body(&r, r#"local s = string.rep("x", 1.5e9)"#).unwrap_err();
-    assert!(
-        err.to_string().contains("resulting string too large"),
-        "{err}"
-    );
-    assert_round_still_works(&r);
-    // Luau's string.rep takes a 32-bit count: 1e12 does not allocate a terabyte.
-    let outcome = r.evaluate("rep", RETURN_REP_1E12_LENGTH, &[], &[]).unwrap();
-    assert!(outcome.message.parse::<f64>().unwrap() < 1e9, "{outcome:?}");
-    assert_round_still_works(&r);
+    for body in [
+        r#"local s = string.rep("x", 1.5e9)"#,
+        r#"local s = string.rep("x", 1e12)"#,
+        r#"local s = ("x"):rep(1e7):rep(1e3)"#,
+    ] {
+        let err = evaluate_body(&r, body).unwrap_err();
+        let too_large = err.to_string().contains("resulting string too large");
+        assert!(
+            matches!(err, LuaError::Memory { .. }) || too_large,
+            "{body}: {err}"
+        );
+        assert_round_still_works(&r);
+    }
 }
-
-const RETURN_REP_1E12_LENGTH: &str =
-    r#"function evaluate() return { pass = true, message = tostring(#string.rep("x", 1e12)) } end"#;
 
 #[test]
 fn escapes_from_the_sandbox_fail_and_the_round_keeps_working() {
@@ -170,7 +177,6 @@ fn escapes_from_the_sandbox_fail_and_the_round_keeps_working() {
         (r#"os.remove("/tmp/x")"#, "`os.remove` is not available"),
         (r#"io.open("/etc/passwd")"#, "`io.open` is not available"),
         (r#"io.popen("id")"#, "there is no `io` library"),
-        (r#"require("os")"#, "`require` is not available"),
         (r#"load("return 1")"#, "`load` is not available"),
         (r#"loadstring("return 1")"#, "`loadstring` is not available"),
         (
@@ -187,15 +193,17 @@ fn escapes_from_the_sandbox_fail_and_the_round_keeps_working() {
         ),
         ("newproxy(true)", "`newproxy` is not available"),
         (
-            r#"setmetatable(_G, { __index = function() return 1 end })"#,
-            "readonly",
+            "getmetatable(io).__index = nil",
+            "attempt to index a boolean value",
         ),
-        ("_G.evil = true", "readonly"),
         ("io.evil = true", "readonly"),
-        ("getmetatable(io).__index = nil", "attempt to index boolean"),
-        ("string.upper = function() return 'pwned' end", "readonly"),
-        (r#"getmetatable("").__index = { evil = true }"#, "readonly"),
-        ("table.insert = nil", "readonly"),
+        (
+            r#"getmetatable("").__index = { evil = true }"#,
+            "attempt to index a boolean value",
+        ),
+        ("string.dump(function() end)", "attempt to call a nil value"),
+        (r#"require("os")"#, "module 'os' not found"),
+        (r#"require("io")"#, "module 'io' not found"),
         (r#"collectgarbage("stop")"#, "invalid option"),
         (r#"collectgarbage("collect")"#, "invalid option"),
     ];
@@ -209,52 +217,75 @@ fn escapes_from_the_sandbox_fail_and_the_round_keeps_working() {
     let ok = "assert(type(os.time()) == 'number' and type(os.clock()) == 'number' and os.date ~= nil)\n\
               assert(collectgarbage('count') > 0 and print('ignored') == nil)";
     assert!(evaluate_body(&r, ok).unwrap().passing);
-    // And a library patched by one script is intact for the next.
-    let intact = "assert(string.upper('a') == 'A' and ('a'):upper() == 'A' and _G.evil == nil)";
+    // A script may change its own globals and libraries (as in gopher-lua, where Sveltos
+    // makes a state per evaluation), and the next script sees none of it.
+    let patch = "_G.evil = true string.upper = function() return 'pwned' end table.insert = nil \
+                 setmetatable(_G, { __index = function() return 1 end }) assert(undefined_name == 1)";
+    assert!(evaluate_body(&r, patch).unwrap().passing);
+    let intact = "assert(string.upper('a') == 'A' and ('a'):upper() == 'A' and _G.evil == nil \
+                  and table.insert ~= nil and undefined_name == nil and getmetatable(_G) == nil)";
     assert!(evaluate_body(&r, intact).unwrap().passing);
 }
 
 #[test]
-fn scripts_cannot_modify_shared_objects() {
+fn what_a_script_changes_in_objects_no_other_check_sees() {
     let mut r = round();
-    let id = r.add_object(&node("original", true, false)).unwrap();
+    let id = r.add_object(node("original", true, false)).unwrap();
     let attempts = [
         "resources[1].metadata.name = 'changed'",
         "rawset(resources[1].metadata, 'name', 'changed')",
         "resources[1].status.conditions[1] = nil",
         "table.insert(resources[1].status.conditions, { type = 'Ready', status = 'False' })",
         "table.sort(resources[1].status.conditions, function(a, b) return a.type > b.type end)",
-        "setmetatable(resources[1], { __index = function() return 'changed' end })",
+        "table.remove(resources[1].status.conditions, 1)",
         "ctx.node.metadata.labels.extra = 'x'",
+        "resources[1].status = nil",
+        "for k in pairs(resources[1]) do resources[1][k] = nil end",
     ];
     let ctx = [("node".to_string(), CtxValue::One(id))];
     for body in attempts {
         let script = format!("function evaluate()\n{body}\nreturn {{ pass = true }}\nend");
-        let err = r.evaluate("mutate", &script, &[id], &ctx).unwrap_err();
-        assert!(err.to_string().contains("readonly"), "{body}: {err}");
+        let outcome = r.evaluate("mutate", &script, &[id], &ctx).unwrap();
+        assert!(outcome.passing, "{body}");
+        let reader = r#"function evaluate()
+            local n = resources[1]
+            return { pass = n.metadata.labels.extra == nil and #n.status.conditions == 2
+                            and n.status.conditions[1].type == "MemoryPressure"
+                            and n.status.conditions[2].type == "Ready" and getmetatable(n) == nil,
+                     message = n.metadata.name }
+        end"#;
+        let outcome = r.evaluate("reader", reader, &[id], &ctx).unwrap();
+        assert_eq!(
+            outcome,
+            LuaOutcome {
+                passing: true,
+                message: "original".into()
+            },
+            "after {body}"
+        );
     }
-    let reader = r#"function evaluate()
-        local n = resources[1]
-        return { pass = n.metadata.labels.extra == nil and #n.status.conditions == 2
-                        and n.status.conditions[1].type == "MemoryPressure" and getmetatable(n) == nil,
-                 message = n.metadata.name }
-    end"#;
-    let outcome = r.evaluate("reader", reader, &[id], &[]).unwrap();
-    assert_eq!(
-        outcome,
-        LuaOutcome {
-            passing: true,
-            message: "original".into()
-        }
-    );
-    // The script's own `resources` array is its own to change.
+    // A protected metatable cannot be replaced, and the script's own arrays are its own.
+    let err = r
+        .evaluate(
+            "meta",
+            "function evaluate() setmetatable(resources[1], {}) return { pass = true } end",
+            &[id],
+            &[],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("protected metatable"), "{err}");
     let own = "function evaluate() resources[1] = nil table.insert(resources, 1) return { pass = #resources == 1 } end";
     assert!(r.evaluate("own", own, &[id], &[]).unwrap().passing);
 }
 
 #[test]
 fn a_huge_returned_table_is_read_with_bounded_effort() {
-    let r = round();
+    // Building the table is not what is measured: a deadline a loaded machine meets.
+    let r = LuaRound::new(LuaLimits {
+        deadline: Duration::from_secs(10),
+        ..LuaLimits::default()
+    })
+    .unwrap();
     let script = r#"function evaluate()
         local hs = { pass = true, message = "ok" }
         for i = 1, 200000 do hs[i] = { i } end

@@ -4,7 +4,7 @@
 
 use mlua::Value;
 
-use super::{LuaError, LuaOutcome};
+use super::{LuaError, LuaOutcome, format_number};
 use crate::protocol::limits::truncate_message;
 
 /// Turns the returned value into a verdict.
@@ -41,7 +41,7 @@ pub(super) fn read_outcome(
     let message = match table.raw_get::<Value>("message").map_err(internal)? {
         Value::Nil => String::new(),
         Value::String(s) => capped(&s.as_bytes(), max_message_bytes),
-        Value::Number(n) => capped(n.to_string().as_bytes(), max_message_bytes),
+        Value::Number(n) => capped(format_number(n).as_bytes(), max_message_bytes),
         Value::Integer(n) => capped(n.to_string().as_bytes(), max_message_bytes),
         other => {
             return Err(bad(format!(

@@ -105,7 +105,7 @@ fn a_runtime_error_carries_the_lua_message_and_line() {
         panic!("{err}")
     };
     assert!(
-        message.contains("condition:3") && message.contains("attempt to index nil"),
+        message.contains("condition:3") && message.contains("attempt to index a nil value"),
         "{message}"
     );
     let err = r

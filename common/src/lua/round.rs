@@ -1,5 +1,6 @@
-//! [`LuaRound`]: one Lua state per evaluation round; objects converted once, checks
-//! evaluated in fresh environments under a deadline and a memory allowance.
+//! [`LuaRound`]: one Lua state per evaluation round; objects converted lazily, once per
+//! round, and shared; checks evaluated in fresh environments under a deadline and a memory
+//! allowance, each with its own copy-on-write view of the objects.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -9,11 +10,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Table, Value};
 
-use super::convert::{ConvertError, MAX_DEPTH, StringCache, object_to_table};
+use super::convert::{MAX_DEPTH, Nodes, depth};
 use super::error::classify;
 use super::outcome::{describe, read_outcome};
-use super::sandbox::{DeadlineGuard, new_state};
-use super::{CtxValue, LuaError, LuaLimits, LuaOutcome, ObjectId};
+use super::sandbox::{DeadlineGuard, Machinery, new_state};
+use super::{Conversion, CtxValue, LuaError, LuaLimits, LuaOutcome, ObjectId};
+
+mod per_object;
 
 /// Source of round ids, so an [`ObjectId`] from one round is refused by another.
 static NEXT_ROUND: AtomicU64 = AtomicU64::new(1);
@@ -21,22 +24,19 @@ static NEXT_ROUND: AtomicU64 = AtomicU64::new(1);
 /// Chunk name of conditions: errors read `condition:LINE: ...`.
 const CHUNK_NAME: &str = "=condition";
 
-/// One evaluation round: one Lua state; each Kubernetes object is converted to a Lua table
-/// once (read-only, deeply: scripts cannot modify objects other checks see) and shared by
-/// every check of the round. `Send`, so rounds can run on a blocking thread; not `Sync`:
-/// the evaluations of one round run one at a time.
+/// One evaluation round: one Lua state; each Kubernetes object is kept as JSON and
+/// converted to Lua tables as scripts touch it, once for every check of the round. A
+/// script may modify the objects it sees; its changes are undone when it ends. `Send`, so
+/// rounds can run on a blocking thread; not `Sync`: the evaluations of one round run one
+/// at a time.
 pub struct LuaRound {
     lua: Lua,
     id: u64,
     limits: LuaLimits,
-    /// Lua array of the converted objects (`ObjectId.index + 1`), so that a check's arrays
-    /// are built by one Lua call (`pick`) rather than two mlua calls per object.
-    objects: Table,
-    object_count: u32,
-    /// `pick(objects, indices)`: the array of the objects at `indices`.
-    pick: Function,
-    strings: StringCache,
-    env_meta: Table,
+    conversion: Conversion,
+    /// Root node id of each object, by [`ObjectId::index`].
+    roots: Vec<u32>,
+    machinery: Machinery,
     guard: Arc<DeadlineGuard>,
     /// Not `Sync`: the deadline and the memory allowance belong to one evaluation at a time.
     _one_at_a_time: PhantomData<Cell<()>>,
@@ -47,64 +47,85 @@ impl std::fmt::Debug for LuaRound {
         f.debug_struct("LuaRound")
             .field("id", &self.id)
             .field("limits", &self.limits)
-            .field("objects", &self.object_count)
+            .field("objects", &self.roots.len())
             .finish_non_exhaustive()
     }
 }
 
 impl LuaRound {
-    /// Creates the round's sandboxed Lua state.
+    /// Creates the round's sandboxed Lua state; objects convert lazily.
     pub fn new(limits: LuaLimits) -> Result<Self, LuaError> {
+        Self::with_conversion(limits, Conversion::Lazy)
+    }
+
+    /// Creates the round's sandboxed Lua state, converting objects as `conversion` says.
+    pub fn with_conversion(limits: LuaLimits, conversion: Conversion) -> Result<Self, LuaError> {
         let guard = Arc::new(DeadlineGuard::new());
         let setup = |source| LuaError::Setup { source };
-        let (lua, env_meta) = new_state(guard.clone()).map_err(setup)?;
-        let objects = lua.create_table().map_err(setup)?;
-        let pick = lua
-            .load(PICK)
-            .set_name("=fleetpulse")
-            .set_mode(ChunkMode::Text)
-            .eval::<Function>()
-            .map_err(setup)?;
+        let (lua, machinery) = new_state(guard.clone()).map_err(setup)?;
+        lua.set_app_data(Nodes::default());
         Ok(LuaRound {
             lua,
             id: NEXT_ROUND.fetch_add(1, Ordering::Relaxed),
             limits,
-            objects,
-            object_count: 0,
-            pick,
-            strings: StringCache::default(),
-            env_meta,
+            conversion,
+            roots: Vec::new(),
+            machinery,
             guard,
             _one_at_a_time: PhantomData,
         })
     }
 
-    /// Converts `object` (a Kubernetes object as JSON) to a read-only Lua table, once.
-    pub fn add_object(&mut self, object: &serde_json::Value) -> Result<ObjectId, LuaError> {
-        let conversion = |reason: String| LuaError::Conversion {
+    /// Takes `object` (a Kubernetes object as JSON) into the round. Scripts never see
+    /// `metadata.managedFields` (the live agent drops it when listing; dropping it here
+    /// too makes `eval` see the same objects).
+    pub fn add_object(&mut self, mut object: serde_json::Value) -> Result<ObjectId, LuaError> {
+        let conversion = |object: &serde_json::Value, reason: String| LuaError::Conversion {
             object: object_label(object),
             reason,
         };
-        let serde_json::Value::Object(map) = object else {
-            return Err(conversion("it is not a JSON object".to_string()));
+        let Some(map) = object.as_object_mut() else {
+            return Err(conversion(&object, "it is not a JSON object".to_string()));
         };
-        let index = self.object_count;
-        let slot = index
-            .checked_add(1)
-            .ok_or_else(|| conversion("the round is full".to_string()))?;
-        // Objects live as long as the round: collecting while converting them is wasted
-        // work. The collector restarts with the next evaluation.
-        self.lua.gc_stop();
-        let table = object_to_table(&self.lua, &mut self.strings, map).map_err(|e| match e {
-            ConvertError::TooDeep => {
-                conversion(format!("it is nested deeper than {MAX_DEPTH} levels"))
-            }
-            ConvertError::Lua(e) => conversion(e.to_string()),
-        })?;
-        self.objects
-            .raw_set(slot, table)
-            .map_err(|e| conversion(e.to_string()))?;
-        self.object_count = slot;
+        if let Some(meta) = map
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+        }
+        if depth(&object) > MAX_DEPTH {
+            let reason = format!("it is nested deeper than {MAX_DEPTH} levels");
+            return Err(conversion(&object, reason));
+        }
+        let index = u32::try_from(self.roots.len())
+            .map_err(|_| conversion(&object, "the round is full".to_string()))?;
+        let label = matches!(self.conversion, Conversion::Eager).then(|| object_label(&object));
+        let node = self
+            .lua
+            .app_data_mut::<Nodes>()
+            .expect("the round's nodes are set at creation")
+            .add(object);
+        self.roots.push(node);
+        if let Some(label) = label {
+            // Objects live as long as the round: collecting while converting them is
+            // wasted work. The collector restarts with the next evaluation.
+            self.lua.gc_stop();
+            let root: Table = self
+                .machinery
+                .root
+                .call(node)
+                .map_err(|e| LuaError::Conversion {
+                    object: label.clone(),
+                    reason: e.to_string(),
+                })?;
+            self.machinery
+                .eager
+                .call::<()>(root)
+                .map_err(|e| LuaError::Conversion {
+                    object: label,
+                    reason: e.to_string(),
+                })?;
+        }
         Ok(ObjectId {
             round: self.id,
             index,
@@ -113,7 +134,7 @@ impl LuaRound {
 
     /// How many objects this round holds (each converted exactly once).
     pub fn object_count(&self) -> usize {
-        self.object_count as usize
+        self.roots.len()
     }
 
     /// The limits every evaluation of this round runs under.
@@ -145,10 +166,6 @@ impl LuaRound {
         ctx: &[(String, CtxValue)],
         deadline: std::time::Duration,
     ) -> Result<LuaOutcome, LuaError> {
-        let internal = |source| LuaError::Internal {
-            check: check_name.to_string(),
-            source,
-        };
         // Check handles first: a foreign handle is a caller bug, not a script failure.
         for id in resources
             .iter()
@@ -159,7 +176,23 @@ impl LuaRound {
         {
             self.check_id(check_name, *id)?;
         }
+        self.guarded(check_name, deadline, || {
+            self.run(check_name, condition, resources, ctx)
+        })
+    }
 
+    /// Runs `f` as one evaluation: under `deadline` and the memory allowance, with the
+    /// scripts' changes to objects undone afterwards and a failure classified.
+    pub(super) fn guarded<T>(
+        &self,
+        check_name: &str,
+        deadline: std::time::Duration,
+        f: impl FnOnce() -> Result<T, Failure>,
+    ) -> Result<T, LuaError> {
+        let internal = |source| LuaError::Internal {
+            check: check_name.to_string(),
+            source,
+        };
         self.lua.gc_restart();
         let allowance = self
             .lua
@@ -167,11 +200,13 @@ impl LuaRound {
             .saturating_add(self.limits.memory_bytes);
         let previous_limit = self.lua.set_memory_limit(allowance).map_err(internal)?;
         self.guard.arm(deadline);
-        let result = self.run(check_name, condition, resources, ctx);
+        let result = f();
         let late = self.guard.disarm();
         self.lua
             .set_memory_limit(previous_limit)
             .map_err(internal)?;
+        // Undo what the script changed in the objects, before anything else runs.
+        self.machinery.restore.call::<()>(()).map_err(internal)?;
 
         let result = match result {
             _ if late => Err(LuaError::Deadline {
@@ -180,7 +215,7 @@ impl LuaRound {
             }),
             Err(Failure::Lua(e)) => Err(classify(check_name, e, &self.limits)),
             Err(Failure::Check(e)) => Err(e),
-            Ok(outcome) => Ok(outcome),
+            Ok(value) => Ok(value),
         };
         if result.is_err() {
             // Free what the failed script left behind, so the next check starts from the
@@ -203,22 +238,18 @@ impl LuaRound {
         let ctx_table = lua.create_table_with_capacity(0, ctx.len())?;
         for (key, value) in ctx {
             match value {
-                CtxValue::One(id) => {
-                    ctx_table.raw_set(key.as_str(), self.objects.raw_get::<Table>(id.index + 1)?)?
-                }
+                CtxValue::One(id) => ctx_table.raw_set(
+                    key.as_str(),
+                    self.machinery
+                        .root
+                        .call::<Table>(self.roots[id.index as usize])?,
+                )?,
                 CtxValue::Many(ids) => ctx_table.raw_set(key.as_str(), self.array(ids)?)?,
             }
         }
-        let env = lua.create_table_with_capacity(0, 4)?;
-        env.set_metatable(Some(self.env_meta.clone()))?;
+        let env: Table = self.machinery.new_env.call(())?;
         env.raw_set("resources", &array)?;
         env.raw_set("ctx", ctx_table)?;
-        // `safeenv`, as Luau's own per-script sandbox sets: builtins such as `ipairs` are
-        // resolved once and iterate on the fast path (about 0.7 ms of a check over 2,000
-        // objects). Lua semantics hold: the compiler never pre-resolves a global the script
-        // assigns, and a script has no other way to write its environment (no `getfenv`,
-        // `setfenv`, and `_G` is the read-only library table).
-        env.set_safeenv(true);
 
         let chunk = lua
             .load(condition)
@@ -245,21 +276,28 @@ impl LuaRound {
         read_outcome(check, returned, self.limits.max_message_bytes).map_err(Failure::Check)
     }
 
-    /// Bytes the round's Lua state holds (objects, scripts, garbage not yet collected).
-    pub fn used_memory(&self) -> usize {
+    /// Bytes the round's Lua state holds (converted objects, library, garbage not yet
+    /// collected); the objects' JSON is not counted.
+    pub fn lua_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Bytes the round's Lua state holds, for tests of memory release.
+    #[cfg(test)]
+    pub(super) fn used_memory(&self) -> usize {
         self.lua.used_memory()
     }
 
     /// A fresh array of the objects `ids` (checked), in order.
     fn array(&self, ids: &[ObjectId]) -> mlua::Result<Table> {
-        let indices = self
+        let nodes = self
             .lua
-            .create_sequence_from(ids.iter().map(|id| id.index + 1))?;
-        self.pick.call((&self.objects, indices))
+            .create_sequence_from(ids.iter().map(|id| self.roots[id.index as usize]))?;
+        self.machinery.pick.call(nodes)
     }
 
     fn check_id(&self, check: &str, id: ObjectId) -> Result<(), LuaError> {
-        if id.round == self.id && id.index < self.object_count {
+        if id.round == self.id && (id.index as usize) < self.roots.len() {
             Ok(())
         } else {
             Err(LuaError::UnknownObject {
@@ -270,16 +308,9 @@ impl LuaRound {
     }
 }
 
-/// Builds a check's object arrays inside Lua: one call instead of two per object.
-const PICK: &str = "return function(objects, indices)
-    local out = table.create(#indices)
-    for i, index in ipairs(indices) do out[i] = objects[index] end
-    return out
-end";
-
 /// A failure inside [`LuaRound::run`]: from Lua (classified afterwards) or already a
 /// check error.
-enum Failure {
+pub(super) enum Failure {
     Lua(mlua::Error),
     Check(LuaError),
 }

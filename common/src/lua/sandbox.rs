@@ -1,31 +1,58 @@
-//! The Luau state of a round: which standard library a script gets, the read-only global
-//! environment, and the deadline interrupt.
+//! The Lua 5.4 state of a round: which library a script gets (Lua 5.1's, as gopher-lua has
+//! it), the deadline hook, and the table every evaluation's fresh environment is copied
+//! from.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, VmState};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
-/// Libraries loaded besides the base library. Luau's `os` only has `clock`, `date`,
-/// `difftime` and `time`. Luau has no `io` or `package`; `debug`, `buffer`, `vector` and
-/// `integer` are left out on purpose (introspection, and types Sveltos' Lua 5.1 lacks).
-fn libraries() -> StdLib {
-    StdLib::COROUTINE
-        | StdLib::TABLE
-        | StdLib::OS
-        | StdLib::STRING
-        | StdLib::UTF8
-        | StdLib::BIT
-        | StdLib::MATH
+use super::{compat, convert, pattern};
+
+/// The Lua side of a round: fresh environments, and the objects' proxies (`objects.lua`).
+pub(super) struct Machinery {
+    /// `new_env()`: a fresh environment for one evaluation.
+    pub(super) new_env: Function,
+    /// `pick(node_ids)`: an array of the root proxies of these nodes.
+    pub(super) pick: Function,
+    /// `root(node_id)`: the root proxy of a node.
+    pub(super) root: Function,
+    /// `restore()`: undoes the writes of the evaluation that just ended.
+    pub(super) restore: Function,
+    /// `eager(proxy)`: converts a whole object now.
+    pub(super) eager: Function,
 }
 
-/// Base-library (and mlua) globals replaced by a function that fails with a clear
-/// message: module loading (`require` reads files), loading code (`load`, `loadstring`,
-/// `dofile`, `loadfile`), environment escapes (`getfenv`, `setfenv`), and `newproxy`.
-const UNAVAILABLE_GLOBALS: [&str; 8] = [
-    "require",
+/// Library tables each evaluation gets its own copy of: a script may change them (as in
+/// gopher-lua, whose states Sveltos makes per evaluation) without another one seeing it.
+const COPIED_LIBRARIES: &str = r#"
+local base, overrides = ...
+local next = next
+local libraries = { "string", "table", "math", "os", "coroutine" }
+return function()
+  local env = {}
+  for k, v in next, base do env[k] = v end
+  for k, v in next, overrides do env[k] = v end
+  for i = 1, #libraries do
+    local copy = {}
+    for k, v in next, base[libraries[i]] do copy[k] = v end
+    env[libraries[i]] = copy
+  end
+  env._G = env
+  return env
+end
+"#;
+
+/// Libraries loaded besides the base library; `os` is cut down to its clock functions.
+fn libraries() -> StdLib {
+    StdLib::COROUTINE | StdLib::TABLE | StdLib::OS | StdLib::STRING | StdLib::MATH
+}
+
+/// Globals replaced by a function that fails with a clear message: loading code (`load`,
+/// `loadstring`, `dofile`, `loadfile`), environment escapes (`getfenv`, `setfenv`),
+/// `newproxy`. (`require` is the Sveltos helper-module loader, see `compat`.)
+const UNAVAILABLE_GLOBALS: [&str; 7] = [
     "load",
     "loadstring",
     "dofile",
@@ -35,21 +62,36 @@ const UNAVAILABLE_GLOBALS: [&str; 8] = [
     "newproxy",
 ];
 
-/// Lua 5.1 `os` functions Luau lacks, given the same clear failure (Sveltos runs Lua 5.1).
-const UNAVAILABLE_OS: [&str; 6] = ["execute", "exit", "getenv", "remove", "rename", "tmpname"];
+/// `os` functions that reach outside the process, given the same clear failure.
+const UNAVAILABLE_OS: [&str; 7] = [
+    "execute",
+    "exit",
+    "getenv",
+    "remove",
+    "rename",
+    "tmpname",
+    "setlocale",
+];
+
+/// Lua 5.4 additions that Lua 5.1 and gopher-lua lack, or that expose bytecode.
+const REMOVED_STRING: [&str; 4] = ["dump", "pack", "unpack", "packsize"];
 
 /// Libraries that do not exist here; indexing them fails with a clear message.
 const UNAVAILABLE_LIBRARIES: [&str; 3] = ["io", "debug", "package"];
 
-/// How many interrupts pass between two reads of the clock. Luau interrupts at every
-/// call and loop back-edge; reading the clock at each would slow tight loops.
-const INTERRUPTS_PER_CLOCK_READ: u32 = 64;
+/// Instructions between two deadline checks. A check costs a clock read (about 20 ns),
+/// so the hook adds well under 1 % and a loop is stopped within microseconds.
+const INSTRUCTIONS_PER_CHECK: u32 = 1000;
 
-/// Creates the sandboxed state. Returns it with the metatable every evaluation's fresh
-/// environment uses (`__index` = the read-only globals).
-pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Table)> {
+/// Creates the sandboxed state and its [`Machinery`].
+pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Machinery)> {
     let lua = Lua::new_with(libraries(), LuaOptions::default())?;
     let globals = lua.globals();
+    let string: Table = globals.raw_get("string")?;
+    for name in REMOVED_STRING {
+        string.raw_set(name, Value::Nil)?;
+    }
+    pattern::install(&lua, &string, guard.clone())?;
     for name in UNAVAILABLE_GLOBALS {
         globals.raw_set(name, unavailable(&lua, name.to_string())?)?;
     }
@@ -62,23 +104,114 @@ pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Table)>
     }
     // Scripts may print while debugging; the agent's stdout is not theirs.
     globals.raw_set("print", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
-    // Read-only libraries, globals and built-in metatables; `collectgarbage("count")` only.
-    lua.sandbox(true)?;
+    let objects: Table = lua
+        .load(include_str!("objects.lua"))
+        .set_name("=fleetpulse")
+        .call((
+            {
+                // Converting is the round's work: its time does not count against the
+                // script's deadline (nor its memory, see `grant`).
+                let guard = guard.clone();
+                lua.create_function(move |lua, id: u32| {
+                    let started = Instant::now();
+                    let converted = convert::materialise(lua, id);
+                    guard.extend(started.elapsed());
+                    converted
+                })?
+            },
+            lua.create_function(grant)?,
+        ))?;
+    globals.raw_set("collectgarbage", collectgarbage(&lua)?)?;
+    compat::install(&lua, &globals, objects.raw_get("plain")?)?;
+    protect_deadline(&lua, &globals, guard.clone())?;
+    // The string metatable: `("x"):upper()` keeps working, but no script can reach it.
+    let string_meta = lua
+        .load(r#"return getmetatable("")"#)
+        .set_name("=fleetpulse")
+        .eval::<Table>()?;
+    string_meta.raw_set("__metatable", false)?;
 
-    let env_meta = lua.create_table_with_capacity(0, 1)?;
-    env_meta.raw_set("__index", globals)?;
-    env_meta.set_readonly(true);
+    let base = lua.create_table()?;
+    for pair in globals.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        base.raw_set(k, v)?;
+    }
+    let new_env: Function = lua
+        .load(COPIED_LIBRARIES)
+        .set_name("=fleetpulse")
+        .call((base, objects.raw_get::<Table>("overrides")?))?;
+    let machinery = Machinery {
+        new_env,
+        pick: objects.raw_get("pick")?,
+        root: objects.raw_get("root")?,
+        restore: objects.raw_get("restore")?,
+        eager: objects.raw_get("eager")?,
+    };
 
-    let ticks = Cell::new(0u32);
-    lua.set_interrupt(move |_| {
-        let tick = ticks.get().wrapping_add(1);
-        ticks.set(tick);
-        if guard.expired(tick.is_multiple_of(INTERRUPTS_PER_CLOCK_READ)) {
-            return Err(mlua::Error::runtime("evaluation deadline exceeded"));
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_CHECK),
+        move |_, _| {
+            guard.check()?;
+            Ok(VmState::Continue)
+        },
+    )?;
+    Ok((lua, machinery))
+}
+
+/// Raises the evaluation's memory limit by what was allocated since `before_kib` (what
+/// converting objects took), so conversion never counts against a script's allowance.
+fn grant(lua: &Lua, before_kib: f64) -> mlua::Result<()> {
+    let before = (before_kib * 1024.0) as usize;
+    let converted = lua.used_memory().saturating_sub(before);
+    let limit = lua.set_memory_limit(0)?;
+    if limit != 0 {
+        lua.set_memory_limit(limit.saturating_add(converted))?;
+    }
+    Ok(())
+}
+
+/// `pcall`, `xpcall` and `coroutine.resume` that re-raise the deadline error once the
+/// deadline passed: the hook fires wherever the script is, mostly inside the protected
+/// call, so without this a loop around `pcall` would never end.
+const DEADLINE_PROTECTION: &str = r#"
+local tripped, pcall, xpcall, resume, error = ...
+local function check(ok, ...)
+  if not ok and tripped() then error("evaluation deadline exceeded", 0) end
+  return ok, ...
+end
+return function(f, ...) return check(pcall(f, ...)) end,
+  function(f, handler, ...) return check(xpcall(f, handler, ...)) end,
+  function(co, ...) return check(resume(co, ...)) end
+"#;
+
+fn protect_deadline(lua: &Lua, globals: &Table, guard: Arc<DeadlineGuard>) -> mlua::Result<()> {
+    let coroutine: Table = globals.raw_get("coroutine")?;
+    let (pcall, xpcall, resume) = lua
+        .load(DEADLINE_PROTECTION)
+        .set_name("=fleetpulse")
+        .call::<(Function, Function, Function)>((
+            lua.create_function(move |_, ()| Ok(guard.expired()))?,
+            globals.raw_get::<Function>("pcall")?,
+            globals.raw_get::<Function>("xpcall")?,
+            coroutine.raw_get::<Function>("resume")?,
+            globals.raw_get::<Function>("error")?,
+        ))?;
+    globals.raw_set("pcall", pcall)?;
+    globals.raw_set("xpcall", xpcall)?;
+    coroutine.raw_set("resume", resume)?;
+    Ok(())
+}
+
+/// `collectgarbage("count")` only: a script cannot stop or drive the collector.
+fn collectgarbage(lua: &Lua) -> mlua::Result<Function> {
+    lua.create_function(|lua, (option, _): (Option<String>, MultiValue)| {
+        match option.as_deref().unwrap_or("collect") {
+            "count" => Ok(lua.used_memory() as f64 / 1024.0),
+            other => Err(mlua::Error::runtime(format!(
+                "collectgarbage: invalid option '{other}' (only \"count\" is available)"
+            ))),
         }
-        Ok(VmState::Continue)
-    });
-    Ok((lua, env_meta))
+    })
 }
 
 /// A function that fails with "`name` is not available ...".
@@ -87,34 +220,38 @@ fn unavailable(lua: &Lua, name: String) -> mlua::Result<Function> {
     lua.create_function(move |_, _: MultiValue| Err::<(), _>(mlua::Error::runtime(&message)))
 }
 
-/// A read-only empty table whose every field fails with "`name.field` is not available".
+/// An empty table whose every field fails with "`name.field` is not available", and which
+/// cannot be written.
 fn unavailable_library(lua: &Lua, name: &'static str) -> mlua::Result<Table> {
-    let meta = lua.create_table_with_capacity(0, 2)?;
-    let index = lua.create_function(move |_, (_, key): (Table, mlua::Value)| {
+    let meta = lua.create_table_with_capacity(0, 3)?;
+    let index = lua.create_function(move |_, (_, key): (Table, Value)| {
         let key = match key {
-            mlua::Value::String(s) => s.to_string_lossy(),
+            Value::String(s) => s.to_string_lossy(),
             _ => "?".to_string(),
         };
         Err::<(), _>(mlua::Error::runtime(format!(
             "`{name}.{key}` is not available in the fleetpulse Lua sandbox (there is no `{name}` library)"
         )))
     })?;
+    let write = lua.create_function(|_, _: MultiValue| {
+        Err::<(), _>(mlua::Error::runtime("attempt to modify a readonly table"))
+    })?;
     meta.raw_set("__index", index)?;
+    meta.raw_set("__newindex", write)?;
     meta.raw_set("__metatable", false)?;
-    meta.set_readonly(true);
     let library = lua.create_table()?;
     library.set_metatable(Some(meta))?;
-    library.set_readonly(true);
     Ok(library)
 }
 
-/// The deadline of the evaluation in progress, shared with the interrupt.
+/// The deadline of the evaluation in progress, shared with the hook and the pattern
+/// matcher.
 #[derive(Debug)]
 pub(super) struct DeadlineGuard {
     epoch: Instant,
     /// Nanoseconds since `epoch` at which the evaluation expires; 0 when disarmed.
     deadline_nanos: AtomicU64,
-    /// Set once the interrupt has seen the deadline pass; stays set until re-armed.
+    /// Set once the deadline was seen to pass; stays set until re-armed.
     tripped: AtomicBool,
 }
 
@@ -136,20 +273,38 @@ impl DeadlineGuard {
         self.deadline_nanos.store(nanos, Ordering::Relaxed);
     }
 
+    /// Moves the armed deadline (if not yet passed) later by `by`.
+    fn extend(&self, by: Duration) {
+        let deadline = self.deadline_nanos.load(Ordering::Relaxed);
+        if deadline != 0 && !self.tripped.load(Ordering::Relaxed) {
+            let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+            self.deadline_nanos
+                .store(deadline.saturating_add(by), Ordering::Relaxed);
+        }
+    }
+
     /// Ends the evaluation; returns whether it ran past its deadline.
     pub(super) fn disarm(&self) -> bool {
         self.deadline_nanos.store(0, Ordering::Relaxed);
         self.tripped.swap(false, Ordering::Relaxed)
     }
 
-    /// Whether the armed deadline passed. Once it has, every later call says so, so a
-    /// script that catches the error with `pcall` fails at its next interrupt.
-    fn expired(&self, read_clock: bool) -> bool {
+    /// Fails once the armed deadline passed, and at every later call, so a script that
+    /// catches the error with `pcall` fails again at its next check.
+    pub(super) fn check(&self) -> mlua::Result<()> {
+        if self.expired() {
+            Err(mlua::Error::runtime("evaluation deadline exceeded"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn expired(&self) -> bool {
         if self.tripped.load(Ordering::Relaxed) {
             return true;
         }
         let deadline = self.deadline_nanos.load(Ordering::Relaxed);
-        if deadline == 0 || !read_clock {
+        if deadline == 0 {
             return false;
         }
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);

@@ -46,7 +46,7 @@ pub(super) fn node(name: &str, ready: bool, control_plane: bool) -> Value {
 fn add_all(round: &mut LuaRound, objects: &[Value]) -> Vec<ObjectId> {
     objects
         .iter()
-        .map(|o| round.add_object(o).expect("object converts"))
+        .map(|o| round.add_object(o.clone()).expect("object converts"))
         .collect()
 }
 
@@ -116,8 +116,8 @@ fn keptn_metric(value: &str) -> Value {
 #[test]
 fn keptn_metric_script_reads_ctx_object_and_judges_the_error_rate() {
     let mut r = round();
-    let low = r.add_object(&keptn_metric("0.01")).unwrap();
-    let high = r.add_object(&keptn_metric("0.2")).unwrap();
+    let low = r.add_object(keptn_metric("0.01")).unwrap();
+    let high = r.add_object(keptn_metric("0.2")).unwrap();
 
     let ctx = [("metric".to_string(), CtxValue::One(low))];
     let outcome = r
@@ -168,7 +168,7 @@ fn ctx_many_is_an_array_and_resources_is_also_the_first_argument() {
 fn json_values_convert_faithfully_and_null_reads_as_nil() {
     let mut r = round();
     let id = r
-        .add_object(&json!({
+        .add_object(json!({
             "kind": "Thing",
             "spec": { "replicas": 3, "ratio": 0.25, "big": 9007199254740993u64, "enabled": true,
                       "matrix": [[1, 2], [3, 4]], "gone": null, "list": ["x", null, "z"], "empty": {} }
@@ -207,7 +207,7 @@ fn objects_are_converted_once_and_the_same_tables_are_shared_by_every_check() {
     let mut r = round();
     let ids: Vec<_> = (0..2000)
         .map(|i| {
-            r.add_object(&node(&format!("n{i}"), i % 3 != 0, false))
+            r.add_object(node(&format!("n{i}"), i % 3 != 0, false))
                 .unwrap()
         })
         .collect();
@@ -239,7 +239,7 @@ fn a_large_round_keeps_objects_in_order_for_resources_and_ctx() {
     let mut r = round();
     let ids: Vec<_> = (0..10_000)
         .map(|i| {
-            r.add_object(&json!({ "kind": "ConfigMap", "metadata": { "name": format!("cm-{i}") } }))
+            r.add_object(json!({ "kind": "ConfigMap", "metadata": { "name": format!("cm-{i}") } }))
                 .unwrap()
         })
         .collect();
@@ -262,7 +262,7 @@ fn a_large_round_keeps_objects_in_order_for_resources_and_ctx() {
 fn an_object_from_another_round_is_refused() {
     let mut a = round();
     let b = round();
-    let id = a.add_object(&node("n", true, false)).unwrap();
+    let id = a.add_object(node("n", true, false)).unwrap();
     let err = b.evaluate("foreign", PASSING, &[id], &[]).unwrap_err();
     assert!(matches!(err, LuaError::UnknownObject { .. }), "{err}");
 }

@@ -20,10 +20,14 @@ fn timeout_seconds_gives_a_lua_check_its_own_deadline() {
         LuaCheck::of(&check("patient", Some(2))).unwrap(),
     ];
     let batch = Batch::plan(checks, &ObjectMeta::default());
-    let verdicts = batch.evaluate(&[], LuaLimits::default());
-    let default = verdicts[0].as_ref().unwrap_err();
-    assert!(default.contains("250 ms deadline"), "{default}");
-    assert!(verdicts[1].as_ref().unwrap().passing);
+    let verdicts = batch.evaluate(Vec::new(), LuaLimits::default());
+    assert!(!verdicts[0].passing);
+    assert!(
+        verdicts[0].message.contains("250 ms deadline"),
+        "{:?}",
+        verdicts[0]
+    );
+    assert!(verdicts[1].passing, "{:?}", verdicts[1]);
 }
 
 #[test]
@@ -37,15 +41,16 @@ fn each_query_is_listed_once_and_ctx_holds_the_named_object() {
     };
     let one = LuaCheck {
         name: "one".into(),
-        condition: "function evaluate() return {pass = ctx.cm.metadata.name == 'a' and #resources == 1} end".into(),
+        script: Script::Condition("function evaluate() return {pass = ctx.cm.metadata.name == 'a' and #resources == 1} end".into()),
         selectors: vec![selector("cm", Some("a"))],
         deadline: None,
     };
     let all = LuaCheck {
         name: "all".into(),
-        condition:
+        script: Script::Condition(
             "function evaluate() return {pass = #ctx.cms == 2, message = tostring(#ctx.cms)} end"
                 .into(),
+        ),
         selectors: vec![selector("cms", None)],
         deadline: None,
     };
@@ -66,9 +71,153 @@ fn each_query_is_listed_once_and_ctx_holds_the_named_object() {
                 .collect())
         })
         .collect();
-    let verdicts = batch.evaluate(&listed, LuaLimits::default());
+    let verdicts = batch.evaluate(listed, LuaLimits::default());
+    assert!(verdicts.iter().all(|v| v.passing), "{verdicts:?}");
+}
+
+/// Plans `check` for no particular cluster, lists `objects` for each query as a reader
+/// would (API-server filters only), and evaluates it.
+fn evaluate_one(check: ClusterCheck, objects: &[serde_json::Value]) -> RunOutcome {
+    let batch = Batch::plan(vec![LuaCheck::of(&check).unwrap()], &ObjectMeta::default());
+    let listed = batch
+        .queries()
+        .iter()
+        .map(|q| Ok(objects.iter().filter(|o| q.matches(o)).cloned().collect()))
+        .collect();
+    batch.evaluate(listed, LuaLimits::default()).remove(0)
+}
+
+fn pod(name: &str, app: &str, phase: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "web", "labels": {"app": app},
+                        "managedFields": [{"manager": "kubectl"}]},
+           "status": {"phase": phase}})
+}
+
+fn check_with(selectors: serde_json::Value, condition: &str) -> ClusterCheck {
+    serde_json::from_value(json!({
+        "name": "pods", "condition": condition, "resourceSelectors": selectors
+    }))
+    .unwrap()
+}
+
+const NAMES: &str = r#"function evaluate()
+  local names = {}
+  for _, r in ipairs(resources) do names[#names + 1] = r.metadata.name end
+  return { pass = true, message = table.concat(names, ",") }
+end"#;
+
+#[test]
+fn overlapping_selectors_list_an_object_once_per_selector_as_sveltos_does() {
+    let check = check_with(
+        json!([{"version": "v1", "kind": "Pod", "selector": "app=web"},
+               {"version": "v1", "kind": "Pod", "namespace": "web"}]),
+        NAMES,
+    );
+    let outcome = evaluate_one(
+        check,
+        &[pod("a", "web", "Running"), pod("b", "db", "Running")],
+    );
+    assert_eq!(outcome.message, "a,a,b");
+}
+
+#[test]
+fn both_selector_forms_select_the_same_objects() {
+    let objects = [
+        pod("a", "web", "Running"),
+        pod("b", "db", "Running"),
+        pod("c", "web", "Failed"),
+    ];
+    let text = check_with(
+        json!([{"version": "v1", "kind": "Pod", "selector": "app in (web)"}]),
+        NAMES,
+    );
+    let structured = check_with(
+        json!([{"version": "v1", "kind": "Pod", "selector": {
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "app", "operator": "Exists"}]}}]),
+        NAMES,
+    );
+    assert_eq!(evaluate_one(text, &objects).message, "a,c");
+    assert_eq!(evaluate_one(structured, &objects).message, "a,c");
+}
+
+#[test]
+fn evaluate_and_evaluate_cel_filters_turn_a_false_pass_into_a_failure() {
+    // "every selected pod is Running": the filters narrow the selection to web pods; without
+    // them the check would fail on the db pod, with them it must fail on the web one.
+    let condition = r#"function evaluate()
+      for _, p in ipairs(resources) do
+        if p.status.phase ~= "Running" then return { pass = false, message = p.metadata.name } end
+      end
+      return { pass = true, message = tostring(#resources) }
+    end"#;
+    let objects = [
+        pod("a", "web", "Running"),
+        pod("b", "db", "Pending"),
+        pod("c", "web", "Failed"),
+    ];
+    let lua = check_with(
+        json!([{"version": "v1", "kind": "Pod",
+                "evaluate": "function evaluate() return { matching = obj.metadata.labels.app == 'web' } end"}]),
+        condition,
+    );
+    assert_eq!(evaluate_one(lua, &objects), RunOutcome::fail("c"));
+    let cel = check_with(
+        json!([{"version": "v1", "kind": "Pod",
+                "evaluateCEL": [{"name": "web", "rule": "resource.metadata.labels.app == 'web'"}]}]),
+        condition,
+    );
+    assert_eq!(evaluate_one(cel, &objects), RunOutcome::fail("c"));
+    let only_running = check_with(
+        json!([{"version": "v1", "kind": "Pod",
+                "evaluateCEL": [{"name": "running", "rule": "resource.status.phase == 'Running'"}]}]),
+        condition,
+    );
+    assert_eq!(evaluate_one(only_running, &objects), RunOutcome::pass("1"));
+}
+
+#[test]
+fn a_filter_that_fails_fails_its_check_with_the_selector_named() {
+    let check = check_with(
+        json!([{"version": "v1", "kind": "Pod", "evaluate": "function evaluate() error('boom') end"}]),
+        NAMES,
+    );
+    let outcome = evaluate_one(check, &[pod("a", "web", "Running")]);
+    assert!(!outcome.passing);
     assert!(
-        verdicts.iter().all(|v| v.as_ref().is_ok_and(|o| o.passing)),
-        "{verdicts:?}"
+        outcome.message.contains("boom")
+            && outcome
+                .message
+                .contains("`evaluate` filter of the Pod selector"),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn scripts_never_see_managed_fields() {
+    let check = check_with(
+        json!([{"version": "v1", "kind": "Pod"}]),
+        "function evaluate() return { pass = resources[1].metadata.managedFields == nil } end",
+    );
+    assert!(evaluate_one(check, &[pod("a", "web", "Running")]).passing);
+}
+
+#[test]
+fn a_health_script_check_names_the_first_object_that_is_not_healthy() {
+    let check: ClusterCheck = serde_json::from_value(json!({
+        "name": "pods-healthy",
+        "healthScript": "hs = {} if obj.status.phase == 'Running' then hs.status = 'Healthy' else hs.status = 'Degraded' hs.message = obj.status.phase end return hs",
+        "resourceSelectors": [{"version": "v1", "kind": "Pod"}]
+    }))
+    .unwrap();
+    let outcome = evaluate_one(
+        check.clone(),
+        &[pod("a", "web", "Running"), pod("b", "web", "Failed")],
+    );
+    assert_eq!(outcome, RunOutcome::fail("Pod web/b is Degraded: Failed"));
+    assert_eq!(
+        evaluate_one(check, &[pod("a", "web", "Running")]),
+        RunOutcome::pass("Pod web/a is Healthy")
     );
 }
