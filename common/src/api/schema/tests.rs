@@ -126,8 +126,9 @@ fn every_problem_of_a_manifest_is_listed_at_once() {
 fn every_cel_rule_of_the_crds_has_a_rust_counterpart() {
     const PAIRED: &[&str] = &[
         "self.gracePeriodSeconds > self.intervalSeconds",
-        "[has(self.condition), has(self.pod), has(self.http), has(self.tcp), has(self.readyNodes), has(self.readyPods)].filter(x, x).size() == 1",
+        "[has(self.condition), has(self.healthScript), has(self.pod), has(self.http), has(self.tcp), has(self.readyNodes), has(self.readyPods)].filter(x, x).size() == 1",
         "!(has(self.for) && has(self.duration))",
+        "!has(self.detector) || !has(self.detector.minSilenceSeconds) || (self.detector.minSilenceSeconds > self.intervalSeconds && self.detector.minSilenceSeconds <= self.gracePeriodSeconds)",
     ];
     fn rules(v: &Value, out: &mut Vec<String>) {
         match v {
