@@ -44,8 +44,8 @@
 //!
 //! # Result
 //!
-//! `evaluate()` returns a table with a boolean `pass` (Sveltos) or `healthy` (the seed
-//! proposal), and an optional string `message`, capped at
+//! `evaluate()` returns a table with a boolean `pass` (Sveltos) or `healthy` (an alias,
+//! for scripts written that way), and an optional string `message`, capped at
 //! [`LuaLimits::max_message_bytes`]. Only these three fields are read.
 
 use std::time::Duration;

@@ -128,8 +128,13 @@ fn a_manifest_that_fails_to_load_at_restart_keeps_the_hub_unready_instead_of_dro
     })?;
     assert!(hub.process.terminate(Duration::from_secs(10))?);
 
-    // While the hub is down, the second document gets a typo'd, invalid value.
-    let broken = good.replacen("gracePeriodSeconds: 4", "gracePeriodSeconds: -4", 2);
+    // While the hub is down, only the second document gets an invalid value.
+    let broken = format!(
+        "{}---\n{}",
+        member_cluster("edge-a", &key_a, ""),
+        member_cluster("edge-b", &key_b, "")
+            .replace("gracePeriodSeconds: 4", "gracePeriodSeconds: -4")
+    );
     std::fs::write(&file, &broken)?;
     let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &[])?;
     blocking_until("the hub to say why it does not serve", DEADLINE, || {

@@ -247,13 +247,28 @@ fn string(value: &Value, schema: &Value, path: &str, errors: &mut Vec<SchemaErro
         ));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-        && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(s))
+        && compiled(pattern).is_some_and(|re| !re.is_match(s))
     {
         errors.push(problem(
             path,
             format!("{s:?} does not match the pattern {pattern}"),
         ));
     }
+}
+
+/// The schema's `pattern`s, compiled once: a fleet's manifests test the same few patterns
+/// thousands of times.
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    static CACHE: OnceLock<std::sync::Mutex<HashMap<String, Option<regex::Regex>>>> =
+        OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(pattern.to_owned())
+        .or_insert_with(|| regex::Regex::new(pattern).ok())
+        .clone()
 }
 
 fn number(value: &Value, schema: &Value, path: &str, integer: bool, errors: &mut Vec<SchemaError>) {

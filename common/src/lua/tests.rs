@@ -1,4 +1,4 @@
-//! Behaviour of [`LuaRound`] with well-behaved scripts: Sveltos and seed-proposal scripts
+//! Behaviour of [`LuaRound`] with well-behaved scripts: Sveltos scripts and scripts returning `healthy`
 //! unchanged, result validation, fresh globals per check, objects shared by a round.
 
 use serde_json::{Value, json};
@@ -100,7 +100,7 @@ fn sveltos_worker_node_readiness_check_passes_with_a_worker_and_fails_without() 
     assert_eq!(outcome.message, "");
 }
 
-// The seed proposal's KeptnMetric-style check, unchanged.
+// A KeptnMetric-style check that returns `healthy` instead of `pass`.
 const KEPTN_METRIC_CHECK: &str = r#"function evaluate() local hs = {healthy = false, message = "" } local v = tonumber(ctx.metric.status.value) if v ~= nil and v < 0.05 then hs.healthy = true end hs.message = "error rate " .. tostring(v) return hs end"#;
 
 fn keptn_metric(value: &str) -> Value {

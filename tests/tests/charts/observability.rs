@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::{self, Running};
 use fleetpulse_tests::wait;
@@ -168,30 +169,14 @@ async fn scrape_running_hub_and_agent(dir: &std::path::Path, probe_port: u16) ->
         ),
     )
     .unwrap();
-    let cert = pki.server_cert.display().to_string();
-    let key = pki.server_key.display().to_string();
-    let hub_args = [
-        "serve",
-        "--manifests",
-        &path("manifests"),
-        "--data",
-        &path("data"),
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--per-cluster-metrics",
-    ];
-    let hub = Running::spawn_logged("fleetpulse-hub", "hub", &hub_args).unwrap();
-    let (hub_addr, _) = wait::until_some("the hub to listen", Duration::from_secs(30), || async {
-        hub.logged_addr("listening")
+    let (manifests, data) = (dir.join("manifests"), dir.join("data"));
+    let hub = tokio::task::spawn_blocking(move || {
+        EmbeddedHub::spawn(&manifests, &data, &pki, &["--per-cluster-metrics"])
     })
     .await
+    .unwrap()
     .unwrap();
-    let server = format!("https://localhost:{}", hub_addr.port());
-    let ca = pki.ca_cert.display().to_string();
+    let (server, ca) = (hub.server.clone(), hub.ca.clone());
     let agent_args = [
         "run",
         "--hub",
@@ -233,8 +218,7 @@ async fn scrape_running_hub_and_agent(dir: &std::path::Path, probe_port: u16) ->
     .await
     .unwrap();
 
-    let tls =
-        fleetpulse_agent::tls::client_config(Some(&std::fs::read(&pki.ca_cert).unwrap())).unwrap();
+    let tls = fleetpulse_agent::tls::client_config(Some(&std::fs::read(&ca).unwrap())).unwrap();
     let http = reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(Duration::from_secs(5))
