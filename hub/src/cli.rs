@@ -14,9 +14,9 @@ use fleetpulse_common::api::crds;
 use fleetpulse_common::cli::LogFormat;
 use fleetpulse_common::protocol::replay::Freshness;
 
+use crate::admission::BatchSettings;
 use crate::brake::BrakeSettings;
 use crate::health::Debounce;
-use crate::ingest::BatchSettings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::server::{Hub, HubOptions};
 

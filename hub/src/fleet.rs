@@ -2,13 +2,13 @@
 //! and HealthPolicy objects) and each cluster's runtime state, behind one handle that the
 //! ingest, the ticker and the read API share.
 //!
-//! `fleet/admission.rs` holds the heartbeat path (key rules, replay rules, state update).
+//! `fleet/accept.rs` applies an admitted heartbeat (the replay rule and the state update).
 //!
 //! Locking: the registry is an `Arc` swapped whole on reload (readers clone the `Arc`
 //! under a short read lock); each cluster's runtime state has its own mutex, so
 //! heartbeats for different clusters never contend.
 
-mod admission;
+mod accept;
 pub mod cluster;
 mod hub_checks;
 pub mod registry;

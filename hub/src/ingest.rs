@@ -1,27 +1,17 @@
 //! The hub's HTTP API: the agent endpoints (heartbeat, config), the read API and probes.
 //! Built as one axum [`Router`] so tests call it in-process and the server wraps it in TLS.
-//!
-//! Heartbeat signatures are verified in batches of concurrent heartbeats ([`batch`]), or
-//! one by one with `verify_strict` when batching is off.
+//! The agent endpoints are HTTP glue around the [`crate::admission`] pipeline.
 
 pub mod agent;
-pub mod batch;
-pub mod error;
 pub mod read;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef, State};
-use axum::http::StatusCode;
+use axum::extract::State;
 use axum::routing::{get, post};
 
-use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
-
-pub use batch::{BatchSettings, BatchVerifier};
-pub use error::ApiError;
-
+use crate::admission::Admission;
 use crate::fleet::Fleet;
 
 /// What every handler shares.
@@ -29,40 +19,13 @@ use crate::fleet::Fleet;
 pub struct AppState {
     /// The fleet.
     pub fleet: Arc<Fleet>,
-    /// Set once the hub loaded its objects and restored its state.
-    pub ready: Arc<AtomicBool>,
+    /// The admission pipeline of agent requests.
+    pub admission: Arc<Admission>,
 }
 
-/// What the router's handlers share: the [`AppState`] and, when batching is on, the
-/// batch verifier of heartbeat signatures.
-#[derive(Clone)]
-pub struct IngestState {
-    /// The shared hub state.
-    pub app: AppState,
-    /// Batches concurrent heartbeats' signatures; `None`: one `verify_strict` each.
-    pub batch: Option<Arc<BatchVerifier>>,
-}
-
-impl FromRef<IngestState> for AppState {
-    fn from_ref(state: &IngestState) -> AppState {
-        state.app.clone()
-    }
-}
-
-/// The hub's router, batching heartbeat signature checks with `batch` (`None`: one
-/// `verify_strict` per heartbeat).
-pub fn router(state: AppState, batch: Option<BatchSettings>) -> Router {
-    if let Some(settings) = &batch {
-        tracing::info!(
-            max_batch = settings.max_batch,
-            max_wait_ms = settings.max_wait.as_millis() as u64,
-            "heartbeat signatures are verified in batches"
-        );
-    }
-    let state = IngestState {
-        app: state,
-        batch: batch.map(BatchVerifier::new),
-    };
+/// The hub's router, once it has loaded its objects and state (before, the hub serves
+/// [`crate::server::standby::router`], whose `/readyz` says why it is not ready).
+pub fn router(state: AppState) -> Router {
     Router::new()
         .route(
             "/v1/clusters/{namespace}/{name}/heartbeat",
@@ -79,18 +42,9 @@ pub fn router(state: AppState, batch: Option<BatchSettings>) -> Router {
         .route("/v1/healthpolicies", get(read::health_policies))
         .route("/v1/hub", get(read::hub))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
-}
-
-async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "loading objects and state")
-    }
 }
 
 async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {

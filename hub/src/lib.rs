@@ -3,8 +3,10 @@
 //!
 //! - [`detector`], [`health`], [`selection`], [`brake`]: the pure decisions (failure
 //!   detector, health state machine, set selection, partition brake).
+//! - [`ids`]: the identities (`ClusterId`, `SetKey`) every part imports.
 //! - [`fleet`]: desired state plus per-cluster runtime state.
-//! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
+//! - [`admission`]: the one pipeline every agent request passes (size to replay).
+//! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes), glue around it.
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
@@ -13,12 +15,14 @@
 //! - [`cli`]: the command line (`serve`, `crds`, `get`).
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod brake;
 pub mod cli;
 pub mod detector;
 pub mod embedded;
 pub mod fleet;
 pub mod health;
+pub mod ids;
 pub mod ingest;
 pub mod kubernetes;
 pub mod metrics;

@@ -20,7 +20,7 @@ use fleetpulse_common::api::SetStatus;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use crate::brake::BrakeState;
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 
 pub use clusters::Transitions;
 

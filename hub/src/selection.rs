@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::api::{ClusterSet, Set, SetSpec, membership_label_key};
-use fleetpulse_common::protocol::report::ClusterId;
+use crate::ids::{ClusterId, Scope};
+use fleetpulse_common::api::SetSpec;
 use fleetpulse_common::selector;
 
 /// What selection needs to know about one cluster.
@@ -45,65 +45,6 @@ pub struct ClusterView {
     pub ineligible_since: Option<Timestamp>,
     /// Why it is ineligible, e.g. `Healthy=False (Unreachable)`.
     pub reason: String,
-}
-
-/// Identifies a ClusterSet (by name) or a Set (by namespace/name).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SetKey {
-    /// A ClusterSet.
-    ClusterSet(String),
-    /// A Set.
-    Set(ClusterId),
-}
-
-impl SetKey {
-    /// The key of a ClusterSet.
-    pub fn of_cluster_set(cs: &ClusterSet) -> Self {
-        SetKey::ClusterSet(cs.metadata.name.clone().unwrap_or_default())
-    }
-
-    /// The key of a Set (namespace `default` when unset).
-    pub fn of_set(set: &Set) -> Self {
-        let ns = set.metadata.namespace.as_deref().unwrap_or("default");
-        SetKey::Set(ClusterId::new(
-            ns,
-            set.metadata.name.as_deref().unwrap_or_default(),
-        ))
-    }
-
-    /// Which clusters the set may see.
-    pub fn scope(&self) -> Scope<'_> {
-        match self {
-            SetKey::ClusterSet(_) => Scope::Fleet,
-            SetKey::Set(id) => Scope::Namespace(&id.namespace),
-        }
-    }
-
-    /// The membership label this set publishes on its selected clusters.
-    pub fn label_key(&self) -> String {
-        match self {
-            SetKey::ClusterSet(name) => membership_label_key(true, name),
-            SetKey::Set(id) => membership_label_key(false, &id.name),
-        }
-    }
-}
-
-impl std::fmt::Display for SetKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetKey::ClusterSet(name) => write!(f, "ClusterSet {name}"),
-            SetKey::Set(id) => write!(f, "Set {id}"),
-        }
-    }
-}
-
-/// Which clusters a set may see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope<'a> {
-    /// A ClusterSet: every namespace.
-    Fleet,
-    /// A Set: only its namespace.
-    Namespace(&'a str),
 }
 
 /// The result of one evaluation.

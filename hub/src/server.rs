@@ -7,7 +7,6 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -23,11 +22,12 @@ use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::protocol::replay::Freshness;
 
+use crate::admission::{Admission, BatchSettings};
 use crate::brake::BrakeSettings;
 use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
 use crate::health::Debounce;
-use crate::ingest::{self, AppState, BatchSettings};
+use crate::ingest::{self, AppState};
 use crate::kubernetes::leader::{self, LeaderSettings, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
@@ -271,13 +271,18 @@ impl Starting {
         if opts.per_cluster_metrics {
             fleet.metrics().transitions.enable_per_cluster();
         }
-        let app = ingest::router(
-            AppState {
-                fleet: fleet.clone(),
-                ready: Arc::new(AtomicBool::new(true)),
-            },
-            opts.batch_verify,
-        );
+        if let Some(batch) = &opts.batch_verify {
+            tracing::info!(
+                max_batch = batch.max_batch,
+                max_wait_ms = batch.max_wait.as_millis() as u64,
+                "heartbeat signatures are verified in batches"
+            );
+        }
+        let admission = Admission::new(opts.audience.clone(), opts.freshness, opts.batch_verify);
+        let app = ingest::router(AppState {
+            fleet: fleet.clone(),
+            admission: Arc::new(admission),
+        });
         router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),

@@ -22,7 +22,7 @@ use fleetpulse_common::api::{MemberClusterStatus, SetStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 
 pub use writer::{RetrySettings, StoreWriter};
 

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use fleetpulse_common::api::condition::{REACHABLE, Status};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_hub::admission::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
@@ -110,8 +111,13 @@ impl Sim {
             summary: Summary::of(&[]),
         };
         let at = self.t0 + Duration::from_secs(self.now);
+        let admitted = Admitted {
+            entry,
+            kid: "kid".into(),
+            claims: report,
+        };
         self.fleet
-            .accept(&entry, "kid", &report, at, wall)
+            .accept(&admitted, at, wall)
             .expect("a fresh report is accepted");
     }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, Status};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_hub::admission::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
@@ -92,7 +93,12 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
                 "the agent does not get hub-side checks"
             );
             let report = report(id, seq, wall, fleet.config(&entry).generation);
-            fleet.accept(&entry, "kid", &report, now, wall).unwrap();
+            let admitted = Admitted {
+                entry,
+                kid: "kid".into(),
+                claims: report,
+            };
+            fleet.accept(&admitted, now, wall).unwrap();
         }
     }
     let mcs = fleet.member_clusters();

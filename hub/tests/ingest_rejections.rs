@@ -25,6 +25,7 @@ use fleetpulse_common::api::{
 use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
 use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
+use fleetpulse_common::protocol::replay::Freshness;
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{
     AgentConfig, CheckResult, ClusterId, ConfigRequest, HeartbeatAnswer, HeartbeatReport,
@@ -34,8 +35,10 @@ use fleetpulse_common::protocol::{
     AUTH_SCHEME, CONTENT_TYPE_JOSE, TYP_CONFIG_REQUEST, TYP_HEARTBEAT, config_path, heartbeat_path,
     jws,
 };
+use fleetpulse_hub::admission::Admission;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
 use fleetpulse_hub::ingest::{self, AppState};
+use fleetpulse_hub::server::standby;
 use fleetpulse_hub::store::sqlite::SqliteStore;
 use fleetpulse_hub::store::{Store, StoreWriter};
 
@@ -74,7 +77,6 @@ struct Observed {
 struct Fixture {
     app: Router,
     fleet: Arc<Fleet>,
-    ready: Arc<AtomicBool>,
     data: TempDir,
     a: ClusterId,
     b: ClusterId,
@@ -159,20 +161,16 @@ impl Fixture {
         };
         let problems = fleet.reload(objects, Instant::now(), Timestamp::now());
         assert!(problems.is_empty(), "{problems:?}");
-        let ready = Arc::new(AtomicBool::new(true));
         // Strict verification, one signature at a time: every refusal below is the
-        // strict one (batching refuses the same, see `ingest::batch`).
-        let app = ingest::router(
-            AppState {
-                fleet: fleet.clone(),
-                ready: ready.clone(),
-            },
-            None,
-        );
+        // strict one (batching refuses the same, see `admission::batch`).
+        let admission = Admission::new(AUDIENCE.into(), Freshness::default(), None);
+        let app = ingest::router(AppState {
+            fleet: fleet.clone(),
+            admission: Arc::new(admission),
+        });
         Self {
             app,
             fleet,
-            ready,
             data,
             a,
             b,
@@ -610,6 +608,50 @@ async fn oversize_body_is_rejected_and_state_unchanged() {
 }
 
 #[tokio::test]
+async fn oversize_body_is_refused_for_its_size_before_its_media_type() {
+    let mut fx = Fixture::heartbeating().await;
+    let path = fx.heartbeat_path(&fx.a);
+    let mut request = fx.post_request(&path, Some("text/plain"), vec![b'A'; MAX_BODY_BYTES + 1]);
+    request.headers_mut().insert(
+        header::CONTENT_LENGTH,
+        (MAX_BODY_BYTES + 1).to_string().parse().unwrap(),
+    );
+    fx.refused(request, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+        .await;
+}
+
+#[tokio::test]
+async fn a_declared_oversize_body_is_refused_without_being_read() {
+    let mut fx = Fixture::heartbeating().await;
+    let polled = Arc::new(AtomicBool::new(false));
+    let seen = polled.clone();
+    let body = futures::stream::once(async move {
+        seen.store(true, Ordering::SeqCst);
+        Ok::<_, std::io::Error>(Bytes::from(vec![b'A'; 1024]))
+    });
+    let mut request = fx.heartbeat_request(Body::from_stream(body));
+    request.headers_mut().insert(
+        header::CONTENT_LENGTH,
+        (10u64 << 20).to_string().parse().unwrap(),
+    );
+    fx.refused(request, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+        .await;
+    assert!(!polled.load(Ordering::SeqCst), "the body was read");
+}
+
+#[tokio::test]
+async fn a_body_sent_without_a_length_is_cut_off_at_the_limit() {
+    let mut fx = Fixture::heartbeating().await;
+    let chunk = Bytes::from(vec![b'A'; 64 * 1024]);
+    let chunks =
+        (0..MAX_BODY_BYTES / chunk.len() + 1).map(move |_| Ok::<_, std::io::Error>(chunk.clone()));
+    let request = fx.heartbeat_request(Body::from_stream(futures::stream::iter(chunks)));
+    assert!(request.headers().get(header::CONTENT_LENGTH).is_none());
+    fx.refused(request, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+        .await;
+}
+
+#[tokio::test]
 async fn signed_payload_that_is_not_a_report_is_rejected_and_state_unchanged() {
     let mut fx = Fixture::heartbeating().await;
     let token = jws::sign(&fx.key_a, TYP_HEARTBEAT, br#"{"hello":"world"}"#);
@@ -756,11 +798,19 @@ async fn probes_answer_ok_when_ready() {
 
 #[tokio::test]
 async fn readyz_is_unavailable_until_the_hub_is_ready_but_healthz_is_ok() {
-    let fx = Fixture::new();
-    fx.ready.store(false, Ordering::Release);
+    // Until it has loaded its objects and state, the hub serves the standby router.
+    let loading = standby::router("loading objects and state", false);
+    let answer = |path: &'static str| {
+        let loading = loading.clone();
+        async move {
+            let request = Request::builder().uri(path).body(Body::empty()).unwrap();
+            loading.oneshot(request).await.unwrap().status()
+        }
+    };
+    assert_eq!(answer("/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer("/healthz").await, StatusCode::OK);
     assert_eq!(
-        fx.get("/readyz", None).await.status,
+        answer("/v1/memberclusters").await,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    assert_eq!(fx.get("/healthz", None).await.status, StatusCode::OK);
 }

@@ -20,6 +20,7 @@ use serde_json::json;
 
 use fleetpulse_common::api::{ClusterSet, MemberCluster, crds};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_hub::admission::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
 use fleetpulse_hub::kubernetes::store::KubeStore;
 use fleetpulse_hub::store::{Store, StoreWriter};
@@ -201,15 +202,14 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
                 .cluster(id)
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("{id} not in the registry"))?;
+            let admitted = Admitted {
+                entry,
+                kid: "kid".into(),
+                claims: report(id, step, wall, plan.interval),
+            };
             fleet
-                .accept(
-                    &entry,
-                    "kid",
-                    &report(id, step, wall, plan.interval),
-                    now,
-                    wall,
-                )
-                .map_err(|r| anyhow::anyhow!("{id}: report refused: {}", r.message))?;
+                .accept(&admitted, now, wall)
+                .map_err(|r| anyhow::anyhow!("{id}: report refused: {r}"))?;
             counts.heartbeats += 1;
         }
         let tick = {

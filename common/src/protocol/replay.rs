@@ -1,11 +1,13 @@
-//! The replay rules, as a pure function: a report is admitted only if it is addressed to
-//! this hub and to the cluster in the URL, is fresh, and its `(incarnation, seq)` is above
-//! the last one accepted for its key.
+//! The rules on what a signed request claims, as pure functions, one per rule: a request
+//! is admitted only if it is addressed to this hub and to the cluster in the URL
+//! ([`check_addressee`]), is fresh ([`check_fresh`]), and, for a heartbeat, its
+//! `(incarnation, seq)` is above the last one accepted for its key ([`check_sequence`]).
+//! Heartbeats and config requests share them through [`Claims`].
 
 use serde::{Deserialize, Serialize};
 
-use super::errors::RejectCode;
-use super::report::{ClusterId, HeartbeatReport};
+use super::errors::{ErrorBody, RejectCode};
+use super::report::{ClusterId, ConfigRequest, HeartbeatReport};
 
 /// A point in a key's report sequence, ordered by incarnation, then seq.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -35,16 +37,8 @@ impl Default for Freshness {
     }
 }
 
-/// A report refused by the replay rules.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rejection {
-    /// Stable code.
-    pub code: RejectCode,
-    /// What failed and what to do.
-    pub message: String,
-    /// The last accepted position, for sequence rejections.
-    pub last_accepted: Option<Position>,
-}
+/// A request refused by these rules: the same body the hub answers with.
+pub type Rejection = ErrorBody;
 
 fn reject(code: RejectCode, message: String) -> Rejection {
     Rejection {
@@ -54,8 +48,56 @@ fn reject(code: RejectCode, message: String) -> Rejection {
     }
 }
 
+/// What every signed agent request claims: whom it is addressed to, which cluster it is
+/// about, and when it was issued and expires.
+pub trait Claims {
+    /// The hub's identity the request is addressed to.
+    fn aud(&self) -> &str;
+    /// The cluster the request is about.
+    fn cluster(&self) -> &ClusterId;
+    /// Issued at, seconds since the epoch.
+    fn iat(&self) -> i64;
+    /// Expires at, seconds since the epoch.
+    fn exp(&self) -> i64;
+    /// What the request is, for messages (`report`, `request`).
+    const WHAT: &'static str;
+}
+
+impl Claims for HeartbeatReport {
+    fn aud(&self) -> &str {
+        &self.aud
+    }
+    fn cluster(&self) -> &ClusterId {
+        &self.cluster
+    }
+    fn iat(&self) -> i64 {
+        self.iat
+    }
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+    const WHAT: &'static str = "report";
+}
+
+impl Claims for ConfigRequest {
+    fn aud(&self) -> &str {
+        &self.aud
+    }
+    fn cluster(&self) -> &ClusterId {
+        &self.cluster
+    }
+    fn iat(&self) -> i64 {
+        self.iat
+    }
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+    const WHAT: &'static str = "request";
+}
+
 /// Admits `report` for `cluster` on the hub named `audience` at `now_unix` (hub clock),
-/// given the `last` accepted position for the signing key. Returns the position to record.
+/// given the `last` accepted position for the signing key: [`check_addressee`], then
+/// [`check_fresh`], then [`check_sequence`]. Returns the position to record.
 pub fn admit(
     report: &HeartbeatReport,
     audience: &str,
@@ -64,30 +106,49 @@ pub fn admit(
     now_unix: i64,
     freshness: Freshness,
 ) -> Result<Position, Rejection> {
-    if report.aud != audience {
+    check_addressee(report, audience, cluster)?;
+    check_fresh(report.iat, report.exp, now_unix, freshness)?;
+    check_sequence(
+        Position {
+            incarnation: report.incarnation,
+            seq: report.seq,
+        },
+        last,
+    )
+}
+
+/// The audience rule: a request must be addressed to this hub (`aud`) and be about the
+/// cluster in its URL.
+pub fn check_addressee<C: Claims>(
+    claims: &C,
+    audience: &str,
+    cluster: &ClusterId,
+) -> Result<(), Rejection> {
+    let what = C::WHAT;
+    if claims.aud() != audience {
         return Err(reject(
             RejectCode::WrongAudience,
             format!(
-                "report is addressed to hub {:?}, this hub is {audience:?}; set the agent's \
+                "{what} is addressed to hub {:?}, this hub is {audience:?}; set the agent's \
                  --audience to this hub's",
-                report.aud
+                claims.aud()
             ),
         ));
     }
-    if report.cluster != *cluster {
+    if claims.cluster() != cluster {
         return Err(reject(
             RejectCode::ClusterMismatch,
             format!(
-                "report is about {} but was sent for {cluster}",
-                report.cluster
+                "{what} is about {} but was sent for {cluster}",
+                claims.cluster()
             ),
         ));
     }
-    check_fresh(report.iat, report.exp, now_unix, freshness)?;
-    let pos = Position {
-        incarnation: report.incarnation,
-        seq: report.seq,
-    };
+    Ok(())
+}
+
+/// The replay rule: `pos` must be above the `last` position accepted for the same key.
+pub fn check_sequence(pos: Position, last: Option<Position>) -> Result<Position, Rejection> {
     match last {
         Some(last) if pos == last => Err(Rejection {
             code: RejectCode::Replayed,
@@ -110,7 +171,7 @@ pub fn admit(
     }
 }
 
-/// The freshness window on `iat`/`exp`, shared by reports and config requests.
+/// The freshness rule on `iat`/`exp` at `now_unix` (hub clock).
 pub fn check_fresh(iat: i64, exp: i64, now_unix: i64, f: Freshness) -> Result<(), Rejection> {
     let expired = |why: String| reject(RejectCode::ReportExpired, why);
     // `iat` and `exp` are whatever the agent signed: compute in i128 so that extreme values

@@ -20,6 +20,7 @@ use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 use fleetpulse_common::selector;
 
 use super::ClusterState;
+pub use crate::ids::cluster_id;
 
 /// The objects the hub acts on, as read from manifests or the Kubernetes API.
 #[derive(Clone, Debug, Default)]
@@ -194,14 +195,6 @@ impl Registry {
         }
         items
     }
-}
-
-/// The id of a MemberCluster (`default` namespace when unset).
-pub fn cluster_id(mc: &MemberCluster) -> ClusterId {
-    ClusterId::new(
-        mc.metadata.namespace.as_deref().unwrap_or("default"),
-        mc.metadata.name.as_deref().unwrap_or_default(),
-    )
 }
 
 /// A cluster's own checks, then those of every HealthPolicy in its namespace whose

@@ -16,7 +16,8 @@ use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterEntry, Fleet};
 use crate::brake::{Brake, BrakeEvent, BrakeState};
-use crate::selection::{self, ClusterView, Scope, SetKey};
+use crate::ids::{Scope, SetKey};
+use crate::selection::{self, ClusterView};
 use crate::store::Write;
 
 /// `Satisfied`: enough eligible clusters are selected.

@@ -17,7 +17,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use fleetpulse_common::api::{ClusterSet, MemberCluster, Set, SetStatus};
 use fleetpulse_common::protocol::report::ClusterId;
 
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 
 /// The API version of the hub's kinds, as Events refer to them.
 const API_VERSION: &str = "fleetpulse.io/v1alpha1";

@@ -23,7 +23,7 @@ use fleetpulse_common::api::{
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::events::{self, Publisher};
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 use crate::store::{Snapshot, Store, StoreError, StoredCluster, Write};
 
 /// Status of the hub's CRs, through a Kubernetes client.

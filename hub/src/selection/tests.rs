@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use fleetpulse_common::api::{ClusterRef, FailoverPolicy, SetSpec};
 
 use super::*;
+use crate::ids::Scope;
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + s).unwrap()

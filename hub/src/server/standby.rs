@@ -11,7 +11,7 @@ use axum::routing::get;
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
-use crate::ingest::ApiError;
+use crate::admission::Refusal;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const NOT_LEADER: &str = "# HELP fleetpulse_hub_leader 1 on the replica that leads and serves agents (standbys expose 0).\n\
@@ -38,6 +38,6 @@ pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
         )
         .fallback(move || {
             let why = refusal.to_string();
-            async move { ApiError::new(RejectCode::Unavailable, why) }
+            async move { Refusal::new(RejectCode::Unavailable, why) }
         })
 }

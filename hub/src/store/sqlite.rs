@@ -9,7 +9,7 @@ use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{Snapshot, Store, StoreError, StoredCluster, Write};
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {

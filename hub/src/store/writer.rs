@@ -17,7 +17,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{Store, Write};
-use crate::selection::SetKey;
+use crate::ids::SetKey;
 
 /// How a failed batch is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,138 @@
+//! One admission pipeline for every agent request. A request is admitted only after each
+//! step below passed, in this order (cheapest first; nothing is read or changed before
+//! the step that needs it):
+//!
+//! 1. **size**: a declared `Content-Length` over the limit is refused before the body is
+//!    read, and the body is read only up to the limit;
+//! 2. **media type**: `application/jose`;
+//! 3. **JWS shape**: compact serialization, `alg`, `typ` and `kid` header rules;
+//! 4. **key**: known, bound to the cluster in the URL, not revoked;
+//! 5. **signature**: verified with that key (in a batch of concurrent heartbeats, or
+//!    strictly one by one);
+//! 6. **parse**: the signed payload is a well-formed report or request;
+//! 7. **audience**: addressed to this hub, about the cluster in the URL;
+//! 8. **freshness**: `iat`/`exp` within the window;
+//! 9. **replay** (heartbeats): above the last position accepted for the key, checked by
+//!    [`Fleet::accept`](crate::fleet::Fleet::accept) under the cluster's lock, where the
+//!    new position is recorded.
+//!
+//! Heartbeats run every step; config pulls carry their JWS in the `Authorization` header,
+//! so they have no body (steps 1 and 2) and no sequence (step 9). Every step refuses with
+//! one type, [`Refusal`]: the JSON body, the metric label and the log field at once.
+
+pub mod batch;
+mod refusal;
+pub mod steps;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use ed25519_dalek::VerifyingKey;
+
+use fleetpulse_common::protocol::replay::{self, Freshness};
+use fleetpulse_common::protocol::report::{ClusterId, ConfigRequest, HeartbeatReport};
+use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
+
+pub use batch::{BatchSettings, BatchVerifier};
+pub use refusal::Refusal;
+
+use crate::fleet::{ClusterEntry, Registry};
+
+/// A request that passed every step but the replay rule: its cluster, the key id that
+/// signed it and what it claims.
+#[derive(Debug)]
+pub struct Admitted<T> {
+    /// The cluster's entry in the registry the key was looked up in.
+    pub entry: Arc<ClusterEntry>,
+    /// The signing key's id.
+    pub kid: String,
+    /// The verified, parsed payload.
+    pub claims: T,
+}
+
+/// The pipeline's settings: whom requests must be addressed to, how fresh they must be,
+/// and how signatures are verified.
+pub struct Admission {
+    audience: String,
+    freshness: Freshness,
+    batch: Option<Arc<BatchVerifier>>,
+}
+
+impl Admission {
+    /// A pipeline for the hub named `audience`; `batch` batches heartbeat signatures
+    /// (`None`: one `verify_strict` each).
+    pub fn new(audience: String, freshness: Freshness, batch: Option<BatchSettings>) -> Self {
+        Self {
+            audience,
+            freshness,
+            batch: batch.map(BatchVerifier::new),
+        }
+    }
+
+    /// Steps 1 to 8 for a heartbeat to `cluster`.
+    pub async fn heartbeat(
+        &self,
+        registry: &Registry,
+        cluster: &ClusterId,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<Admitted<HeartbeatReport>, Refusal> {
+        steps::declared_size(headers)?;
+        steps::media_type(headers)?;
+        let body = steps::read_body(body).await?;
+        let unverified = steps::jws_shape(&body, TYP_HEARTBEAT)?;
+        let (entry, key) = steps::key(registry, cluster, unverified.kid())?;
+        let verified = match &self.batch {
+            Some(batch) => {
+                // The signing input is a part of `body`: shared, not copied.
+                let message = body.slice_ref(unverified.signing_input());
+                batch.verify(message, *unverified.signature(), key).await
+            }
+            None => strict(&unverified, &key),
+        };
+        let payload = steps::signature(&unverified, verified)?;
+        let report: HeartbeatReport = steps::parse(&payload)?;
+        steps::valid_report(&report)?;
+        self.claims(&report, cluster)?;
+        Ok(Admitted {
+            entry,
+            kid: unverified.kid().to_owned(),
+            claims: report,
+        })
+    }
+
+    /// Steps 3 to 8 for a config pull of `cluster`, whose JWS is in `Authorization`.
+    pub fn config(
+        &self,
+        registry: &Registry,
+        cluster: &ClusterId,
+        headers: &HeaderMap,
+    ) -> Result<Admitted<ConfigRequest>, Refusal> {
+        let token = steps::authorization(headers)?;
+        let unverified = steps::jws_shape(token.as_bytes(), TYP_CONFIG_REQUEST)?;
+        let (entry, key) = steps::key(registry, cluster, unverified.kid())?;
+        let verified = strict(&unverified, &key);
+        let payload = steps::signature(&unverified, verified)?;
+        let request: ConfigRequest = steps::parse(&payload)?;
+        self.claims(&request, cluster)?;
+        Ok(Admitted {
+            entry,
+            kid: unverified.kid().to_owned(),
+            claims: request,
+        })
+    }
+
+    /// Steps 7 and 8: audience, then freshness by the hub's clock.
+    fn claims<C: replay::Claims>(&self, claims: &C, cluster: &ClusterId) -> Result<(), Refusal> {
+        replay::check_addressee(claims, &self.audience, cluster)?;
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        replay::check_fresh(claims.iat(), claims.exp(), now, self.freshness)?;
+        Ok(())
+    }
+}
+
+fn strict(unverified: &jws::Unverified<'_>, key: &VerifyingKey) -> bool {
+    key.verify_strict(unverified.signing_input(), unverified.signature())
+        .is_ok()
+}
