@@ -11,6 +11,7 @@
 mod accept;
 pub mod cluster;
 mod hub_checks;
+pub mod read;
 pub mod registry;
 pub mod sets;
 pub mod transitions;
@@ -23,12 +24,11 @@ use k8s_openapi::jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
-use fleetpulse_common::api::{MEMBERSHIP_LABEL_VALUE, MemberCluster};
 use fleetpulse_common::protocol::replay::Freshness;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
 pub use cluster::ClusterState;
-pub use registry::{ClusterEntry, Objects, Registry};
+pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
 pub use sets::SetsState;
 
 use crate::brake::{Brake, BrakeSettings};
@@ -72,6 +72,8 @@ pub struct Fleet {
     /// Runtime state of every cluster this hub process knew, kept when a cluster leaves the
     /// manifests so that a re-added cluster keeps its replay protection.
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
+    /// Held while object changes are applied, so that two never race.
+    applying: Mutex<()>,
     /// Set statuses and the partition brake; evaluation holds this lock throughout.
     sets: Mutex<SetsState>,
     /// The objects hub-side checks read (kept apart from the registry: they change often,
@@ -88,6 +90,7 @@ impl Fleet {
         let metrics = Metrics::register(&mut prometheus);
         Self {
             registry: RwLock::new(Arc::new(Registry::default())),
+            applying: Mutex::new(()),
             sets: Mutex::new(SetsState::new(Brake::new(settings.brake))),
             settings,
             store,
@@ -121,31 +124,45 @@ impl Fleet {
         }
     }
 
-    /// Installs new desired state built from `objects`. Returns the conflicts found, for
-    /// the operator.
+    /// Installs new desired state: `objects` is everything the source has now; only what
+    /// differs from the current registry is applied. Returns the conflicts found, for the
+    /// operator.
     pub fn reload(&self, mut objects: Objects, now: Instant, wall: Timestamp) -> Vec<String> {
         self.set_hub_objects(std::mem::take(&mut objects.hub_objects));
-        let previous = self.registry();
-        let (mut registry, problems) = {
+        let changes = self.registry().diff(&objects);
+        self.apply(changes, now, wall)
+    }
+
+    /// Applies object changes: only the registry entries they reach are rebuilt, and the
+    /// sets are evaluated again. Returns the conflicts found, for the operator.
+    pub fn apply(&self, changes: Vec<Change>, now: Instant, wall: Timestamp) -> Vec<String> {
+        if changes.is_empty() {
+            return Vec::new();
+        }
+        let _one_at_a_time = self.applying.lock();
+        let (registry, applied) = {
             let mut states = self.states.lock();
-            Registry::build(objects, |id| {
-                states
-                    .entry(id.clone())
-                    .or_insert_with(|| {
-                        Arc::new(Mutex::new(ClusterState::restore(
-                            now,
-                            wall,
-                            None,
-                            HashMap::new(),
-                        )))
-                    })
-                    .clone()
-            })
+            self.registry().apply(
+                changes,
+                |id| {
+                    states
+                        .entry(id.clone())
+                        .or_insert_with(|| {
+                            Arc::new(Mutex::new(ClusterState::restore(
+                                now,
+                                wall,
+                                None,
+                                HashMap::new(),
+                            )))
+                        })
+                        .clone()
+                },
+                wall,
+            )
         };
-        registry.stamp_policy_conditions(&previous, wall);
-        self.install(registry);
+        self.install(registry, &applied.rebuilt);
         self.evaluate_sets(wall);
-        problems
+        applied.problems
     }
 
     /// Replaces the objects hub-side checks read, from the next check round on.
@@ -169,10 +186,11 @@ impl Fleet {
     }
 
     /// Replaces the desired state. Runtime state of clusters that remain is kept; new
-    /// clusters get a fresh grace period from `now`; config generations move on change.
-    fn install(&self, registry: Registry) {
+    /// clusters get a fresh grace period from `now`; the config generation of a `rebuilt`
+    /// cluster moves if its config changed.
+    fn install(&self, registry: Registry, rebuilt: &[ClusterId]) {
         let mut writes = Vec::new();
-        for entry in registry.clusters() {
+        for entry in rebuilt.iter().filter_map(|id| registry.cluster(id)) {
             let mut state = entry.state.lock();
             if state.config_hash != entry.config_hash {
                 state.config_generation += 1;
@@ -292,28 +310,9 @@ impl Fleet {
 
     /// The effective config of a cluster, with its current generation.
     pub fn config(&self, entry: &ClusterEntry) -> AgentConfig {
-        let mut config = entry.config.clone();
+        let mut config = self.registry().config(entry);
         config.generation = entry.state.lock().config_generation;
         config
-    }
-
-    /// Every MemberCluster with its live status and membership labels, for the read API.
-    pub fn member_clusters(&self) -> Vec<MemberCluster> {
-        let mut membership = self.membership_labels();
-        self.registry()
-            .clusters()
-            .map(|e| {
-                let mut mc = e.object.clone();
-                mc.status = Some(e.state.lock().live_status());
-                if let Some(keys) = membership.remove(&e.id) {
-                    let labels = mc.metadata.labels.get_or_insert_with(Default::default);
-                    for key in keys {
-                        labels.insert(key, MEMBERSHIP_LABEL_VALUE.to_owned());
-                    }
-                }
-                mc
-            })
-            .collect()
     }
 
     /// How many status writes (transitions) were sent to the store since start.
@@ -341,11 +340,6 @@ impl Fleet {
         prometheus_client::encoding::text::encode(&mut out, &self.prometheus)
             .expect("writing to a String cannot fail");
         out
-    }
-
-    /// The cluster's recent condition transitions, oldest first.
-    pub fn recent_transitions(&self, cluster: &ClusterId) -> Vec<transitions::Transition> {
-        self.transitions.lock().recent(cluster)
     }
 
     fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {

@@ -30,11 +30,15 @@ impl SetKey {
 
     /// The key of a Set (namespace `default` when unset).
     pub fn of_set(set: &Set) -> Self {
-        let ns = set.metadata.namespace.as_deref().unwrap_or("default");
-        SetKey::Set(ClusterId::new(
-            ns,
+        SetKey::Set(Self::set_id(set))
+    }
+
+    /// A Set's namespace (`default` when unset) and name.
+    pub fn set_id(set: &Set) -> ClusterId {
+        ClusterId::new(
+            set.metadata.namespace.as_deref().unwrap_or("default"),
             set.metadata.name.as_deref().unwrap_or_default(),
-        ))
+        )
     }
 
     /// Which clusters the set may see.

@@ -1,8 +1,12 @@
 //! Running the hub: TLS, the listener, and the background loops (failure detector tick,
 //! manifest reload, position flush), with a graceful shutdown that persists state.
 
+mod listener;
+mod options;
 pub mod standby;
 pub mod tls;
+
+pub use options::HubOptions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,25 +14,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use k8s_openapi::jiff::Timestamp;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use fleetpulse_common::protocol::replay::Freshness;
-
-use crate::admission::{Admission, BatchSettings};
-use crate::brake::BrakeSettings;
+use crate::admission::Admission;
 use crate::embedded::manifests::ManifestDir;
 use crate::fleet::{Fleet, Settings};
-use crate::health::Debounce;
 use crate::ingest::{self, AppState};
-use crate::kubernetes::leader::{self, LeaderSettings, Leadership};
+use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
 use crate::store::sqlite::SqliteStore;
@@ -74,73 +70,6 @@ pub enum HubError {
     },
 }
 
-/// How to run an embedded hub.
-#[derive(Clone)]
-pub struct HubOptions {
-    /// Directory of manifests.
-    pub manifests: PathBuf,
-    /// Directory of the embedded store.
-    pub data: PathBuf,
-    /// Address to listen on.
-    pub listen: SocketAddr,
-    /// TLS certificate chain and key (PEM files); `None` only with `insecure_http`.
-    pub tls: Option<(PathBuf, PathBuf)>,
-    /// Serve plain HTTP (development only).
-    pub insecure_http: bool,
-    /// This hub's identity, checked against each report's `aud`.
-    pub audience: String,
-    /// Freshness window for `iat`/`exp`.
-    pub freshness: Freshness,
-    /// Debounce of `Healthy`.
-    pub debounce: Debounce,
-    /// The partition brake.
-    pub brake: BrakeSettings,
-    /// How often the failure detector runs.
-    pub tick: Duration,
-    /// How often the manifest directory is rescanned.
-    pub reload_interval: Duration,
-    /// How often accepted positions are flushed to the store.
-    pub position_flush_interval: Duration,
-    /// Kubernetes mode: watch the CRDs and write status through this client (the
-    /// manifest and data directories are then unused).
-    pub kube: Option<kube::Client>,
-    /// Kubernetes mode: take part in leader election; only the leader decides and writes.
-    pub leader: Option<LeaderSettings>,
-    /// Kubernetes mode: how often a reporting cluster's status is rewritten so that its
-    /// `lastHeartbeatTime` (and check results) on the API stay that fresh; zero writes
-    /// status on transitions only.
-    pub status_refresh: Duration,
-    /// How heartbeat signatures are batched (`None`: one `verify_strict` each).
-    pub batch_verify: Option<BatchSettings>,
-    /// Expose per-cluster condition gauges on `/metrics`.
-    pub per_cluster_metrics: bool,
-}
-
-impl HubOptions {
-    /// Defaults for everything but the directories and address.
-    pub fn new(manifests: PathBuf, data: PathBuf, listen: SocketAddr) -> Self {
-        Self {
-            manifests,
-            data,
-            listen,
-            tls: None,
-            insecure_http: false,
-            audience: "fleetpulse".into(),
-            freshness: Freshness::default(),
-            debounce: Debounce::default(),
-            brake: BrakeSettings::default(),
-            tick: Duration::from_secs(1),
-            reload_interval: Duration::from_secs(2),
-            position_flush_interval: Duration::from_secs(10),
-            kube: None,
-            leader: None,
-            status_refresh: Duration::from_secs(300),
-            batch_verify: Some(BatchSettings::default()),
-            per_cluster_metrics: false,
-        }
-    }
-}
-
 /// A running hub.
 pub struct Hub {
     /// The bound address.
@@ -182,7 +111,12 @@ impl Hub {
         // leads and has loaded its state.
         let (router, routed) = watch::channel(standby::router("loading objects and state", false));
         tracing::info!(%addr, "listening; agents are served once this replica leads and has loaded its state");
-        tasks.spawn(serve(listener, switch(routed), tls, shutdown.clone()));
+        tasks.spawn(listener::serve(
+            listener,
+            switch(routed),
+            tls,
+            shutdown.clone(),
+        ));
         Ok(Starting {
             addr,
             opts,
@@ -454,62 +388,5 @@ async fn background(
                 refresh_part = (refresh_part + 1) % REFRESH_PARTS;
             }
         }
-    }
-}
-
-async fn serve(
-    listener: TcpListener,
-    app: Router,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    stop: CancellationToken,
-) {
-    let graceful = GracefulShutdown::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            match tls {
-                None => serve_connection(stream, app, watcher).await,
-                Some(acceptor) => {
-                    let handshake =
-                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
-                    match handshake.await {
-                        Ok(Ok(stream)) => serve_connection(stream, app, watcher).await,
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                }
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections still open after 5s; closing them");
-    }
-}
-
-async fn serve_connection<S>(stream: S, app: Router, watcher: hyper_util::server::graceful::Watcher)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(error = %e, "connection ended with an error");
     }
 }

@@ -10,7 +10,7 @@ use fleetpulse_common::api::condition::{REACHABLE, Status};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::admission::Admitted;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
 
@@ -58,8 +58,8 @@ impl Sim {
             .map(|i| ClusterId::new("fleet", format!("c{i}")))
             .collect();
         let objects = Objects {
-            member_clusters: (0..n).map(|i| cluster(&format!("c{i}"))).collect(),
-            cluster_sets: vec![set],
+            member_clusters: shared((0..n).map(|i| cluster(&format!("c{i}")))),
+            cluster_sets: shared(vec![set]),
             ..Default::default()
         };
         let (t0, w0) = (Instant::now(), Timestamp::now());
@@ -221,7 +221,7 @@ fn shrinking_from_three_to_one_keeps_exactly_one() {
     sim.run_until(30, |_, _| true);
     assert_eq!(sim.selected(), ["c0", "c1", "c2"]);
     let mut objects = sim.objects.clone();
-    objects.cluster_sets = vec![cluster_set(1, 0)];
+    objects.cluster_sets = shared([cluster_set(1, 0)]);
     sim.fleet.reload(
         objects,
         sim.t0 + Duration::from_secs(sim.now),

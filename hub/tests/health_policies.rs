@@ -9,7 +9,7 @@ use serde_json::json;
 
 use fleetpulse_common::api::{HealthPolicy, MemberCluster};
 use fleetpulse_common::protocol::report::ClusterId;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
 
@@ -40,15 +40,15 @@ fn policy(name: &str, namespace: &str, checks: &[&str]) -> HealthPolicy {
 fn policy_checks_merge_into_matching_clusters_and_clashes_are_reported() {
     let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
     let objects = Objects {
-        member_clusters: vec![
+        member_clusters: shared(vec![
             cluster("a", "prod", &["nodes"]),
             cluster("b", "prod", &[]),
             cluster("c", "dev", &[]),
-        ],
-        health_policies: vec![
+        ]),
+        health_policies: shared(vec![
             policy("platform", "fleet", &["nodes", "dns"]),
             policy("elsewhere", "other", &["x"]),
-        ],
+        ]),
         ..Default::default()
     };
     let loaded_at = Timestamp::now();
@@ -60,8 +60,8 @@ fn policy_checks_merge_into_matching_clusters_and_clashes_are_reported() {
             .cluster(&ClusterId::new("fleet", cluster))
             .cloned()
             .unwrap();
-        entry
-            .config
+        fleet
+            .config(&entry)
             .liveness_checks
             .iter()
             .map(|c| c.name.clone())

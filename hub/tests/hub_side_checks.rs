@@ -11,7 +11,7 @@ use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, Status};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::admission::Admitted;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
 
@@ -71,7 +71,7 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
     let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
     let (t0, w0) = (Instant::now(), Timestamp::now());
     let objects = Objects {
-        member_clusters: vec![cluster("edge-1"), cluster("edge-2")],
+        member_clusters: shared(vec![cluster("edge-1"), cluster("edge-2")]),
         hub_objects: vec![metric("edge-1", "0.01"), metric("edge-2", "0.9")],
         ..Default::default()
     };
@@ -89,7 +89,7 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
         for id in &ids {
             let entry = fleet.registry().cluster(id).cloned().unwrap();
             assert!(
-                entry.config.liveness_checks.is_empty(),
+                fleet.config(&entry).liveness_checks.is_empty(),
                 "the agent does not get hub-side checks"
             );
             let report = report(id, seq, wall, fleet.config(&entry).generation);

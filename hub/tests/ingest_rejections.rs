@@ -36,7 +36,7 @@ use fleetpulse_common::protocol::{
     jws,
 };
 use fleetpulse_hub::admission::Admission;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::ingest::{self, AppState};
 use fleetpulse_hub::server::standby;
 use fleetpulse_hub::store::sqlite::SqliteStore;
@@ -153,10 +153,10 @@ impl Fixture {
         let (a, b) = (ClusterId::new("fleet", "a"), ClusterId::new("fleet", "b"));
         let (key_a, key_b, key_r) = (keys::generate(), keys::generate(), keys::generate());
         let objects = Objects {
-            member_clusters: vec![
+            member_clusters: shared(vec![
                 member_cluster(&a, &[(&key_a, false), (&key_r, true)]),
                 member_cluster(&b, &[(&key_b, false)]),
-            ],
+            ]),
             ..Default::default()
         };
         let problems = fleet.reload(objects, Instant::now(), Timestamp::now());

@@ -15,7 +15,7 @@ use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::replay::{self, Freshness};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::admission::{Admitted, steps};
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::store::StoreWriter;
 use fleetpulse_hub::store::memory::MemoryStore;
 
@@ -49,7 +49,7 @@ fn member_cluster(id: &ClusterId, keys: &[(&SigningKey, bool)]) -> MemberCluster
 
 fn load(fleet: &Fleet, clusters: Vec<MemberCluster>) -> Vec<String> {
     let objects = Objects {
-        member_clusters: clusters,
+        member_clusters: shared(clusters),
         ..Default::default()
     };
     fleet.reload(objects, Instant::now(), Timestamp::now())

@@ -21,7 +21,7 @@ use serde_json::json;
 use fleetpulse_common::api::{ClusterSet, MemberCluster, crds};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
 use fleetpulse_hub::admission::Admitted;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings};
+use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::kubernetes::store::KubeStore;
 use fleetpulse_hub::store::{Store, StoreWriter};
 use fleetpulse_kubesim::KubeSim;
@@ -155,14 +155,18 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
     let (t0, w0) = (Instant::now(), Timestamp::now());
     fleet.restore(snapshot, t0, w0);
     let objects = Objects {
-        member_clusters: Api::<MemberCluster>::all(client.clone())
-            .list(&Default::default())
-            .await?
-            .items,
-        cluster_sets: Api::<ClusterSet>::all(client.clone())
-            .list(&Default::default())
-            .await?
-            .items,
+        member_clusters: shared(
+            Api::<MemberCluster>::all(client.clone())
+                .list(&Default::default())
+                .await?
+                .items,
+        ),
+        cluster_sets: shared(
+            Api::<ClusterSet>::all(client.clone())
+                .list(&Default::default())
+                .await?
+                .items,
+        ),
         ..Default::default()
     };
     let problems = fleet.reload(objects, t0, w0);

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Deserialize;
@@ -302,21 +303,21 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
             x.metadata.namespace.get_or_insert_with(|| "default".into());
             x.spec.validate().map_err(|e| invalid(&name, e))?;
             compiled(&name, [&x.spec.readiness_checks, &x.spec.liveness_checks])?;
-            objects.member_clusters.push(x);
+            objects.member_clusters.push(Arc::new(x));
         }
         "ClusterSet" => {
             let mut x: ClusterSet = parse(&kind, value)?;
             let name = named(&x.metadata)?;
             x.metadata.namespace = None;
             x.spec.set.validate().map_err(|e| invalid(&name, e))?;
-            objects.cluster_sets.push(x);
+            objects.cluster_sets.push(Arc::new(x));
         }
         "Set" => {
             let mut x: Set = parse(&kind, value)?;
             let name = named(&x.metadata)?;
             x.metadata.namespace.get_or_insert_with(|| "default".into());
             x.spec.validate().map_err(|e| invalid(&name, e))?;
-            objects.sets.push(x);
+            objects.sets.push(Arc::new(x));
         }
         "HealthPolicy" => {
             let mut x: HealthPolicy = parse(&kind, value)?;
@@ -324,7 +325,7 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
             x.metadata.namespace.get_or_insert_with(|| "default".into());
             x.spec.validate().map_err(|e| invalid(&name, e))?;
             compiled(&name, [&x.spec.readiness_checks, &x.spec.liveness_checks])?;
-            objects.health_policies.push(x);
+            objects.health_policies.push(Arc::new(x));
         }
         other => {
             return Err(format!(

@@ -57,7 +57,7 @@ fn evaluate(entry: &ClusterEntry, objects: &[serde_json::Value]) -> Vec<RunOutco
         .iter()
         .filter_map(|(_, c)| LuaCheck::of(c))
         .collect();
-    let batch = Batch::plan(checks, &entry.config.cluster_metadata);
+    let batch = Batch::plan(checks, &super::registry::cluster_metadata(&entry.object));
     let listed: Vec<Result<Vec<serde_json::Value>, String>> = batch
         .queries()
         .iter()

@@ -1,56 +1,54 @@
-//! The desired state, indexed for the hot path: clusters by id, keys by key id, and each
-//! cluster's effective config (its own checks merged with its HealthPolicies').
+//! The desired state, indexed for the hot path: clusters by id, keys by key id, sets and
+//! HealthPolicies by name, each cluster's config hash and hub-side checks.
+//!
+//! Changed object by object: [`Registry::apply`] rebuilds only the entries a change
+//! reaches (the changed MemberCluster; for a HealthPolicy, the clusters of its namespace)
+//! and shares everything else with the registry before it (persistent maps: a new
+//! registry is a cheap copy, so readers keep theirs without locks). Every object is held
+//! once, as the `Arc` the source (manifest cache or Kubernetes reflector) holds.
 
-use std::collections::{BTreeMap, HashMap};
+mod change;
+mod config;
+mod policies;
+
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ed25519_dalek::VerifyingKey;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use imbl::OrdMap;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 
-use fleetpulse_common::api::condition::{self, Status};
-use fleetpulse_common::api::{CLUSTER_SET_LABEL_PREFIX, SET_LABEL_PREFIX};
 use fleetpulse_common::api::{
-    CheckPhase, ClusterCheck, ClusterSet, HealthPolicy, HealthPolicyStatus, MemberCluster, Set,
+    CheckPhase, ClusterCheck, ClusterSet, HealthPolicy, MemberCluster, Set,
 };
 use fleetpulse_common::protocol::keys::{self, KeyId};
-use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
-use fleetpulse_common::selector;
+use fleetpulse_common::protocol::report::AgentConfig;
+
+pub use change::{Change, Objects, policy_key, shared};
+pub use config::cluster_metadata;
+pub use policies::PolicyKey;
 
 use super::ClusterState;
+use crate::ids::ClusterId;
 pub use crate::ids::cluster_id;
 
-/// The objects the hub acts on, as read from manifests or the Kubernetes API.
-#[derive(Clone, Debug, Default)]
-pub struct Objects {
-    /// MemberClusters.
-    pub member_clusters: Vec<MemberCluster>,
-    /// ClusterSets.
-    pub cluster_sets: Vec<ClusterSet>,
-    /// Sets.
-    pub sets: Vec<Set>,
-    /// HealthPolicies.
-    pub health_policies: Vec<HealthPolicy>,
-    /// Objects of other APIs the hub keeps, which hub-side checks (`fromHub`) read.
-    pub hub_objects: Vec<serde_json::Value>,
-}
-
-/// One MemberCluster with its effective config and runtime state.
+/// One MemberCluster with what the hub derived from it, and its runtime state.
 #[derive(Debug)]
 pub struct ClusterEntry {
     /// `namespace/name`.
     pub id: ClusterId,
-    /// The object (spec and metadata; status lives in `state`).
-    pub object: MemberCluster,
-    /// Effective config (generation filled in from `state`).
-    pub config: AgentConfig,
-    /// Hash of the effective config.
+    /// The object (spec and metadata; status lives in `state`), shared with the source.
+    pub object: Arc<MemberCluster>,
+    /// Hash of the effective config ([`Registry::config`]).
     pub config_hash: u64,
     /// Checks the hub evaluates itself (their selectors read the hub's objects).
     pub hub_checks: Vec<(CheckPhase, ClusterCheck)>,
-    /// Runtime state, kept across reloads.
+    /// The HealthPolicies that apply, each with the messages of its checks skipped here.
+    policies: Vec<(String, Vec<String>)>,
+    /// The key ids this cluster lists.
+    kids: Vec<String>,
+    /// Runtime state, kept across changes.
     pub state: Arc<Mutex<ClusterState>>,
 }
 
@@ -65,83 +63,211 @@ pub struct KeyBinding {
     pub revoked: bool,
 }
 
-/// The indexed desired state.
+/// What one [`Registry::apply`] did.
 #[derive(Debug, Default)]
+pub struct Applied {
+    /// Conflicts found in the changed objects, for the operator.
+    pub problems: Vec<String>,
+    /// The clusters whose entries were rebuilt (added, changed, or reached by a policy).
+    pub rebuilt: Vec<ClusterId>,
+    /// Whether anything changed at all.
+    pub changed: bool,
+}
+
+/// The indexed desired state.
+#[derive(Clone, Debug, Default)]
 pub struct Registry {
-    objects: Objects,
-    clusters: BTreeMap<ClusterId, Arc<ClusterEntry>>,
-    keys: HashMap<String, KeyBinding>,
-    policy_statuses: BTreeMap<(String, String), HealthPolicyStatus>,
+    clusters: OrdMap<ClusterId, Arc<ClusterEntry>>,
+    /// Every cluster that lists a key, in namespace/name order: the first owns it.
+    keys: imbl::HashMap<String, OrdMap<ClusterId, KeyBinding>>,
+    cluster_sets: OrdMap<String, Arc<ClusterSet>>,
+    sets: OrdMap<ClusterId, Arc<Set>>,
+    policies: OrdMap<PolicyKey, Arc<HealthPolicy>>,
+    policy_records: OrdMap<PolicyKey, policies::PolicyRecord>,
 }
 
 impl Registry {
-    /// Indexes `objects`. `state_for` supplies each cluster's runtime state (kept from
-    /// before, restored from the store, or new). Conflicts are resolved deterministically
-    /// (first cluster in namespace/name order keeps a shared key; a policy check whose
-    /// name a cluster already uses is skipped) and returned as messages for the operator.
+    /// Indexes `objects` from nothing (see [`Registry::apply`]).
     pub fn build(
-        objects: Objects,
+        objects: &Objects,
+        state_for: impl FnMut(&ClusterId) -> Arc<Mutex<ClusterState>>,
+        now: Timestamp,
+    ) -> (Registry, Applied) {
+        let changes = Registry::default().diff(objects);
+        Registry::default().apply(changes, state_for, now)
+    }
+
+    /// This registry with `changes` applied. `state_for` supplies the runtime state of a
+    /// cluster entering the registry (kept from before, restored from the store, or new).
+    /// Conflicts are resolved deterministically (the first cluster in namespace/name order
+    /// keeps a shared key; a policy check whose name a cluster already uses is skipped)
+    /// and returned as messages for the operator.
+    pub fn apply(
+        &self,
+        changes: Vec<Change>,
         mut state_for: impl FnMut(&ClusterId) -> Arc<Mutex<ClusterState>>,
-    ) -> (Registry, Vec<String>) {
-        let mut problems = Vec::new();
-        let mut clusters = BTreeMap::new();
-        let mut keys: HashMap<String, KeyBinding> = HashMap::new();
-        let mut policy_clashes = BTreeMap::new();
-        let mut sorted: Vec<&MemberCluster> = objects.member_clusters.iter().collect();
-        sorted.sort_by_key(|mc| cluster_id(mc));
-        for mc in sorted {
-            let id = cluster_id(mc);
-            for listed in &mc.spec.agent.public_keys {
-                let Ok(key) = keys::parse_public_key(&listed.public_key) else {
-                    problems.push(format!("MemberCluster {id}: unreadable public key skipped"));
-                    continue;
-                };
-                let kid = KeyId::of(&key).0;
-                if let Some(owner) = keys.get(&kid) {
-                    problems.push(format!(
-                        "MemberCluster {id}: key {kid} is already listed by MemberCluster {}; a \
-                         key belongs to one cluster, so it is ignored here: remove it from one",
-                        owner.cluster
-                    ));
-                    continue;
+        now: Timestamp,
+    ) -> (Registry, Applied) {
+        let mut next = self.clone();
+        let mut applied = Applied {
+            changed: !changes.is_empty(),
+            ..Default::default()
+        };
+        let mut objects: std::collections::BTreeMap<ClusterId, Option<Arc<MemberCluster>>> =
+            Default::default();
+        let mut touched_policies = BTreeSet::new();
+        for change in changes {
+            match change {
+                Change::MemberCluster(id, mc) => {
+                    objects.insert(id, mc);
                 }
-                keys.insert(
-                    kid,
-                    KeyBinding {
-                        cluster: id.clone(),
-                        key,
-                        revoked: listed.revoked,
-                    },
-                );
+                Change::ClusterSet(name, cs) => put(&mut next.cluster_sets, name, cs),
+                Change::Set(id, set) => put(&mut next.sets, id, set),
+                Change::HealthPolicy(key, policy) => {
+                    if policy.is_none() {
+                        next.policy_records.remove(&key);
+                    }
+                    let namespace = key.0.clone();
+                    touched_policies.insert(key.clone());
+                    put(&mut next.policies, key, policy);
+                    // Every cluster of the namespace is rebuilt with its current object.
+                    for (id, entry) in next.clusters.range(namespace_range(&namespace)) {
+                        objects
+                            .entry(id.clone())
+                            .or_insert_with(|| Some(entry.object.clone()));
+                    }
+                }
             }
-            let mut config = effective_config(
-                mc,
-                &objects.health_policies,
-                &mut problems,
-                &mut policy_clashes,
-            );
-            let hub_checks = split_hub_checks(&mut config);
-            let config_hash = hash_config(&config);
-            let entry = ClusterEntry {
-                state: state_for(&id),
-                id: id.clone(),
-                object: mc.clone(),
-                config,
-                config_hash,
-                hub_checks,
-            };
-            clusters.insert(id, Arc::new(entry));
         }
-        let policy_statuses = policy_statuses(&objects.health_policies, &policy_clashes);
-        (
-            Registry {
-                objects,
-                clusters,
-                keys,
-                policy_statuses,
-            },
-            problems,
-        )
+        for (id, mc) in objects {
+            if let Some(old) = next.clusters.remove(&id) {
+                next.unbind(&old, &mut touched_policies);
+            }
+            let Some(mc) = mc else { continue };
+            let state = self
+                .clusters
+                .get(&id)
+                .map(|e| e.state.clone())
+                .unwrap_or_else(|| state_for(&id));
+            let entry = next.entry(id.clone(), mc, state, &mut applied.problems);
+            next.bind(&entry, &mut touched_policies, &mut applied.problems);
+            next.clusters.insert(id.clone(), Arc::new(entry));
+            applied.rebuilt.push(id);
+        }
+        for key in touched_policies {
+            let generation = next.policies.get(&key).and_then(|p| p.metadata.generation);
+            if next.policies.contains_key(&key) {
+                let record = next.policy_records.entry(key).or_default();
+                record.restamp(generation, now);
+            }
+        }
+        (next, applied)
+    }
+
+    fn entry(
+        &self,
+        id: ClusterId,
+        object: Arc<MemberCluster>,
+        state: Arc<Mutex<ClusterState>>,
+        problems: &mut Vec<String>,
+    ) -> ClusterEntry {
+        let derived = config::derive(&object, self.policies_in(&id.namespace));
+        for (policy, clashes) in &derived.policies {
+            for clash in clashes {
+                problems.push(format!("HealthPolicy {}/{policy}: {clash}", id.namespace));
+            }
+        }
+        let mut kids = Vec::new();
+        for listed in &object.spec.agent.public_keys {
+            match keys::parse_public_key(&listed.public_key) {
+                Ok(key) => kids.push(KeyId::of(&key).0),
+                Err(_) => {
+                    problems.push(format!("MemberCluster {id}: unreadable public key skipped"))
+                }
+            }
+        }
+        ClusterEntry {
+            config_hash: config::hash(&derived.config),
+            hub_checks: derived.hub_checks,
+            policies: derived.policies,
+            kids,
+            id,
+            object,
+            state,
+        }
+    }
+
+    /// Binds the entry's keys and counts it into its policies.
+    fn bind(
+        &mut self,
+        entry: &ClusterEntry,
+        touched: &mut BTreeSet<PolicyKey>,
+        problems: &mut Vec<String>,
+    ) {
+        for listed in &entry.object.spec.agent.public_keys {
+            let Ok(key) = keys::parse_public_key(&listed.public_key) else {
+                continue;
+            };
+            let kid = KeyId::of(&key).0;
+            let claimants = self.keys.entry(kid.clone()).or_default();
+            claimants.insert(
+                entry.id.clone(),
+                KeyBinding {
+                    cluster: entry.id.clone(),
+                    key,
+                    revoked: listed.revoked,
+                },
+            );
+            if claimants.len() > 1 {
+                let mut ids = claimants.keys();
+                let owner = ids.next().expect("two claimants");
+                let ignored = if *owner == entry.id {
+                    ids.next().expect("two claimants")
+                } else {
+                    &entry.id
+                };
+                problems.push(format!(
+                    "MemberCluster {ignored}: key {kid} is already listed by MemberCluster {owner}; a \
+                     key belongs to one cluster, so it is ignored here: remove it from one"
+                ));
+            }
+        }
+        for (policy, clashes) in &entry.policies {
+            let key = (entry.id.namespace.clone(), policy.clone());
+            self.policy_records
+                .entry(key.clone())
+                .or_default()
+                .tally(&entry.id, clashes, true);
+            touched.insert(key);
+        }
+    }
+
+    /// Undoes [`Registry::bind`] for an entry leaving the registry.
+    fn unbind(&mut self, entry: &ClusterEntry, touched: &mut BTreeSet<PolicyKey>) {
+        for kid in &entry.kids {
+            if let Some(claimants) = self.keys.get_mut(kid) {
+                claimants.remove(&entry.id);
+                if claimants.is_empty() {
+                    self.keys.remove(kid);
+                }
+            }
+        }
+        for (policy, clashes) in &entry.policies {
+            let key = (entry.id.namespace.clone(), policy.clone());
+            if let Some(record) = self.policy_records.get_mut(&key) {
+                record.tally(&entry.id, clashes, false);
+            }
+            touched.insert(key);
+        }
+    }
+
+    fn policies_in<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Arc<HealthPolicy>> {
+        let start = (namespace.to_owned(), String::new());
+        let namespace = namespace.to_owned();
+        self.policies
+            .range(start..)
+            .take_while(move |((ns, _), _)| *ns == namespace)
+            .map(|(_, p)| p)
     }
 
     /// A cluster by id.
@@ -154,201 +280,61 @@ impl Registry {
         self.clusters.values()
     }
 
-    /// A key by key id.
+    /// How many clusters there are.
+    pub fn cluster_count(&self) -> usize {
+        self.clusters.len()
+    }
+
+    /// A key by key id: its owner (the first cluster listing it).
     pub fn key(&self, kid: &str) -> Option<&KeyBinding> {
-        self.keys.get(kid)
+        self.keys.get(kid).and_then(|c| c.values().next())
     }
 
-    /// The objects this registry was built from.
-    pub fn objects(&self) -> &Objects {
-        &self.objects
+    /// Every ClusterSet, by name.
+    pub fn cluster_sets(&self) -> impl Iterator<Item = &Arc<ClusterSet>> {
+        self.cluster_sets.values()
     }
 
-    /// Stamps the transition time of every HealthPolicy condition: kept from `previous` when
-    /// the condition's status is unchanged, `now` otherwise (a condition is computed on each
-    /// reload, so without this its time would be the reload's).
-    pub fn stamp_policy_conditions(&mut self, previous: &Registry, now: Timestamp) {
-        for (key, status) in &mut self.policy_statuses {
-            let before = previous.policy_statuses.get(key);
-            for c in &mut status.conditions {
-                let kept = before
-                    .and_then(|b| condition::find(&b.conditions, &c.type_))
-                    .filter(|b| b.status == c.status);
-                c.last_transition_time = kept.map_or(Time(now), |b| b.last_transition_time.clone());
-            }
-        }
+    /// Every Set, in namespace/name order.
+    pub fn sets(&self) -> impl Iterator<Item = &Arc<Set>> {
+        self.sets.values()
+    }
+
+    /// The effective config of `entry`: its own checks merged with its HealthPolicies'
+    /// (generation 0: the fleet fills it in).
+    pub fn config(&self, entry: &ClusterEntry) -> AgentConfig {
+        config::derive(&entry.object, self.policies_in(&entry.id.namespace)).config
     }
 
     /// Every HealthPolicy with its status: how many clusters it applies to, and whether any
     /// of its checks was skipped for a name clash.
     pub fn health_policies(&self) -> Vec<HealthPolicy> {
-        let mut items = self.objects.health_policies.clone();
-        for p in &mut items {
-            let key = (
-                p.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                p.metadata.name.clone().unwrap_or_default(),
-            );
-            p.status = self.policy_statuses.get(&key).cloned();
+        self.policies
+            .iter()
+            .map(|(key, p)| {
+                let mut p = (**p).clone();
+                p.status = self.policy_records.get(key).map(|r| r.status.clone());
+                p
+            })
+            .collect()
+    }
+}
+
+fn put<K: Ord + Clone, V: Clone>(map: &mut OrdMap<K, V>, key: K, value: Option<V>) {
+    match value {
+        Some(v) => {
+            map.insert(key, v);
         }
-        items
+        None => {
+            map.remove(&key);
+        }
     }
 }
 
-/// A cluster's own checks, then those of every HealthPolicy in its namespace whose
-/// selector matches it (policies in name order). Generation is filled in by the caller.
-fn effective_config(
-    mc: &MemberCluster,
-    policies: &[HealthPolicy],
-    problems: &mut Vec<String>,
-    policy_clashes: &mut BTreeMap<(String, String), (u32, Vec<String>)>,
-) -> AgentConfig {
-    let id = cluster_id(mc);
-    let mut config = AgentConfig {
-        generation: 0,
-        interval_seconds: mc.spec.heartbeat.interval_seconds,
-        cluster_metadata: ObjectMeta {
-            name: mc.metadata.name.clone(),
-            namespace: Some(id.namespace.clone()),
-            // Membership labels change with selection; leaving them out keeps a failover from
-            // changing every member's config (and making its agent pull it again).
-            labels: mc.metadata.labels.clone().map(|labels| {
-                labels
-                    .into_iter()
-                    .filter(|(k, _)| {
-                        !k.starts_with(CLUSTER_SET_LABEL_PREFIX) && !k.starts_with(SET_LABEL_PREFIX)
-                    })
-                    .collect()
-            }),
-            annotations: mc.metadata.annotations.clone(),
-            ..Default::default()
-        },
-        readiness_checks: mc.spec.readiness_checks.clone(),
-        liveness_checks: mc.spec.liveness_checks.clone(),
-    };
-    let labels = mc.metadata.labels.clone().unwrap_or_default();
-    let mut matching: Vec<&HealthPolicy> = policies
-        .iter()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == id.namespace)
-        .filter(|p| {
-            p.spec
-                .cluster_selector
-                .as_ref()
-                .is_some_and(|s| selector::matches(s, &labels))
-        })
-        .collect();
-    matching.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    for policy in matching {
-        let policy_name = policy.metadata.name.as_deref().unwrap_or_default();
-        let report = policy_clashes
-            .entry((id.namespace.clone(), policy_name.to_owned()))
-            .or_default();
-        report.0 += 1;
-        let mut add = |from: &[ClusterCheck], to_readiness: bool, config: &mut AgentConfig| {
-            for check in from {
-                let taken = config
-                    .readiness_checks
-                    .iter()
-                    .chain(&config.liveness_checks)
-                    .any(|c| c.name == check.name);
-                if taken {
-                    let clash = format!(
-                        "check {:?} is skipped for MemberCluster {id}, which already has a check of \
-                         that name; rename one",
-                        check.name
-                    );
-                    problems.push(format!(
-                        "HealthPolicy {}/{policy_name}: {clash}",
-                        id.namespace
-                    ));
-                    report.1.push(clash);
-                } else if to_readiness {
-                    config.readiness_checks.push(check.clone());
-                } else {
-                    config.liveness_checks.push(check.clone());
-                }
-            }
-        };
-        add(&policy.spec.readiness_checks, true, &mut config);
-        add(&policy.spec.liveness_checks, false, &mut config);
-    }
-    config
+fn namespace_range(namespace: &str) -> std::ops::RangeInclusive<ClusterId> {
+    // Names are DNS labels, so no name sorts after U+10FFFF.
+    ClusterId::new(namespace, "")..=ClusterId::new(namespace, "\u{10FFFF}")
 }
 
-/// Takes the hub-side checks (`fromHub` selectors) out of `config`: the hub evaluates them.
-fn split_hub_checks(config: &mut AgentConfig) -> Vec<(CheckPhase, ClusterCheck)> {
-    let mut hub = Vec::new();
-    for (phase, list) in [
-        (CheckPhase::Readiness, &mut config.readiness_checks),
-        (CheckPhase::Liveness, &mut config.liveness_checks),
-    ] {
-        let (on_hub, on_agent): (Vec<_>, Vec<_>) =
-            list.drain(..).partition(ClusterCheck::reads_hub);
-        *list = on_agent;
-        hub.extend(on_hub.into_iter().map(|c| (phase, c)));
-    }
-    hub
-}
-
-fn hash_config(config: &AgentConfig) -> u64 {
-    let json = serde_json::to_vec(config).expect("a config always serializes");
-    let digest = Sha256::digest(json);
-    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")).max(1)
-}
-
-fn policy_statuses(
-    policies: &[HealthPolicy],
-    clashes: &BTreeMap<(String, String), (u32, Vec<String>)>,
-) -> BTreeMap<(String, String), HealthPolicyStatus> {
-    // Transition times are stamped by `Registry::stamp_policy_conditions`.
-    let unstamped = Timestamp::UNIX_EPOCH;
-    policies
-        .iter()
-        .map(|p| {
-            let key = (
-                p.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                p.metadata.name.clone().unwrap_or_default(),
-            );
-            let (matched, skipped) = clashes.get(&key).cloned().unwrap_or_default();
-            let mut status = HealthPolicyStatus {
-                matched_clusters: matched,
-                conditions: vec![],
-                observed_generation: p.metadata.generation,
-            };
-            let (s, reason, message) = if skipped.is_empty() {
-                (
-                    Status::True,
-                    "Applied",
-                    format!("applied to {matched} MemberClusters"),
-                )
-            } else {
-                let shown: Vec<&str> = skipped.iter().take(3).map(String::as_str).collect();
-                let more = skipped.len().saturating_sub(3);
-                let tail = if more > 0 {
-                    format!(" (and {more} more)")
-                } else {
-                    String::new()
-                };
-                (
-                    Status::False,
-                    "CheckNameClash",
-                    format!("{}{tail}", shown.join("; ")),
-                )
-            };
-            condition::set(
-                &mut status.conditions,
-                "Accepted",
-                s,
-                reason,
-                &message,
-                unstamped,
-            );
-            (key, status)
-        })
-        .collect()
-}
+#[cfg(test)]
+mod tests;

@@ -88,11 +88,10 @@ impl Fleet {
     /// Re-evaluates every set at `wall` and persists what changed.
     pub fn evaluate_sets(&self, wall: Timestamp) {
         let registry = self.registry();
-        let objects = registry.objects();
         // A view of every cluster, only when some set needs it (with no set, a fleet of
         // 10,000 clusters starting up would build it on each of 10,000 first reports).
-        let views: Vec<ClusterView> = if objects.cluster_sets.is_empty() && objects.sets.is_empty()
-        {
+        let no_sets = registry.cluster_sets().next().is_none() && registry.sets().next().is_none();
+        let views: Vec<ClusterView> = if no_sets {
             Vec::new()
         } else {
             registry.clusters().map(|e| view(e)).collect()
@@ -102,16 +101,15 @@ impl Fleet {
         let mut present = Vec::new();
         let mut deadline: Option<Timestamp> = None;
         let mut writes = Vec::new();
-        let cluster_sets = objects.cluster_sets.iter().map(|cs| {
+        let cluster_sets = registry.cluster_sets().map(|cs| {
             (
                 SetKey::of_cluster_set(cs),
                 &cs.spec.set,
                 cs.metadata.generation,
             )
         });
-        let namespaced = objects
-            .sets
-            .iter()
+        let namespaced = registry
+            .sets()
             .map(|s| (SetKey::of_set(s), &s.spec, s.metadata.generation));
         for (key, spec, generation) in cluster_sets.chain(namespaced) {
             let scope = key.scope();
@@ -345,83 +343,4 @@ fn earliest_deadline(
         .filter(|deadline| *deadline > now)
         .chain(current)
         .min()
-}
-
-/// The hub's own state on the read API (`GET /v1/hub`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HubStatus {
-    /// MemberClusters known.
-    pub clusters: usize,
-    /// ClusterSets and Sets known.
-    pub sets: usize,
-    /// The partition brake.
-    pub partition_brake: BrakeStatus,
-}
-
-/// The partition brake on the read API.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BrakeStatus {
-    /// `Released`, `Engaged` or `Settling`.
-    pub state: String,
-    /// Whether set reassignment is frozen.
-    pub frozen: bool,
-    /// When the state last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<Time>,
-    /// What it means.
-    pub message: String,
-}
-
-impl Fleet {
-    /// Every ClusterSet with its status.
-    pub fn cluster_sets(&self) -> Vec<fleetpulse_common::api::ClusterSet> {
-        let sets = self.sets.lock();
-        let mut items = self.registry().objects().cluster_sets.clone();
-        for cs in &mut items {
-            cs.status = sets.statuses.get(&SetKey::of_cluster_set(cs)).cloned();
-        }
-        items
-    }
-
-    /// Every Set with its status.
-    pub fn sets(&self) -> Vec<fleetpulse_common::api::Set> {
-        let sets = self.sets.lock();
-        let mut items = self.registry().objects().sets.clone();
-        for s in &mut items {
-            s.status = sets.statuses.get(&SetKey::of_set(s)).cloned();
-        }
-        items
-    }
-
-    /// The hub's own state.
-    pub fn hub_status(&self) -> HubStatus {
-        let registry = self.registry();
-        let sets = self.sets.lock();
-        let (state, message) = match sets.brake.state() {
-            BrakeState::Released => ("Released", "set reassignment follows cluster health".to_owned()),
-            BrakeState::Engaged { late, reporting, .. } => (
-                "Engaged",
-                format!(
-                    "{late} of {reporting} reporting clusters went quiet at once; this hub assumes it \
-                     is partitioned and freezes set reassignment until heartbeats return"
-                ),
-            ),
-            BrakeState::Settling { .. } => (
-                "Settling",
-                "heartbeats returned; every cluster has a fresh grace period before reassignment resumes".to_owned(),
-            ),
-        };
-        HubStatus {
-            clusters: registry.clusters().count(),
-            sets: registry.objects().cluster_sets.len() + registry.objects().sets.len(),
-            partition_brake: BrakeStatus {
-                state: state.to_owned(),
-                frozen: sets.brake.frozen(),
-                since: sets.brake_changed.map(Time),
-                message,
-            },
-        }
-    }
 }

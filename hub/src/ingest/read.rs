@@ -91,6 +91,6 @@ pub async fn health_policies(
 }
 
 /// `GET /v1/hub`: the hub's own state (the partition brake).
-pub async fn hub(State(s): State<AppState>) -> Json<crate::fleet::sets::HubStatus> {
+pub async fn hub(State(s): State<AppState>) -> Json<crate::fleet::read::HubStatus> {
     Json(s.fleet.hub_status())
 }

@@ -1,10 +1,13 @@
 //! [`KubeSource`]: the hub's objects from the management cluster. A reflector watches each
-//! of MemberCluster, ClusterSet, Set and HealthPolicy; whenever any of them changes, the
-//! hub rebuilds its registry from the reflectors' stores (the same path as a manifest
-//! reload), so a label, set or cluster change is acted on at once. The objects hub-side
+//! of MemberCluster, ClusterSet, Set and HealthPolicy; each object that changes is applied
+//! to the fleet on its own ([`Fleet::apply`]: only the registry entries it reaches are
+//! rebuilt), as the `Arc` the reflector's store holds, so a label, set or cluster change
+//! is acted on at once and no object is copied. After a watch relists, everything is
+//! compared once, which finds objects deleted while the watch was lost. The objects hub-side
 //! checks read are watched too ([`HubObjects`]), and only replace what the next check
 //! round reads.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,17 +15,18 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
 
 use super::hub_objects::{self, HubObjects};
 use super::policy_status;
-use crate::fleet::{Fleet, Objects};
+use crate::fleet::{Change, Fleet, Objects};
+use crate::ids::ClusterId;
 
 /// How often kinds that hub-side checks read but the management cluster does not serve
 /// are looked up again.
@@ -34,12 +38,36 @@ pub struct KubeSource {
     cluster_sets: Store<ClusterSet>,
     sets: Store<Set>,
     health_policies: Store<HealthPolicy>,
-    changed: Arc<Notify>,
+    touched: mpsc::UnboundedReceiver<Touched>,
     hub_objects: HubObjects,
     client: kube::Client,
 }
 
-fn reflect<K>(client: &kube::Client, changed: Arc<Notify>, stop: CancellationToken) -> Store<K>
+/// What a watch saw, once its reflector store has taken it in.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Touched {
+    /// One object was added, changed or deleted: the store says which.
+    Object(Kind, Option<String>, String),
+    /// A watch listed everything again (at start or after a lost watch): objects deleted
+    /// meanwhile are found by comparing everything once.
+    Relisted,
+}
+
+/// The hub's four kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    MemberCluster,
+    ClusterSet,
+    Set,
+    HealthPolicy,
+}
+
+fn reflect<K>(
+    client: &kube::Client,
+    kind: Kind,
+    touched: mpsc::UnboundedSender<Touched>,
+    stop: CancellationToken,
+) -> Store<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -54,9 +82,37 @@ where
         writer,
         watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
     )
-    .default_backoff()
-    .touched_objects();
-    spawn_watch(stream, changed, stop, K::kind(&()).into_owned());
+    .default_backoff();
+    let name = K::kind(&()).into_owned();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => return,
+                event = stream.next() => event,
+            };
+            let seen = match event {
+                Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => {
+                    let meta = o.meta();
+                    Touched::Object(
+                        kind,
+                        meta.namespace.clone(),
+                        meta.name.clone().unwrap_or_default(),
+                    )
+                }
+                Some(Ok(watcher::Event::InitDone)) => Touched::Relisted,
+                Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+                Some(Err(e)) => {
+                    tracing::warn!(kind = %name, error = %e, "watch failed; retrying");
+                    continue;
+                }
+                None => return,
+            };
+            if touched.send(seen).is_err() {
+                return;
+            }
+        }
+    });
     reader
 }
 
@@ -86,13 +142,13 @@ pub(super) fn spawn_watch<K>(
 impl KubeSource {
     /// Starts the four watches; they stop with `stop`.
     pub fn start(client: &kube::Client, stop: &CancellationToken) -> Self {
-        let changed = Arc::new(Notify::new());
+        let (tx, touched) = mpsc::unbounded_channel();
         Self {
-            member_clusters: reflect(client, changed.clone(), stop.clone()),
-            cluster_sets: reflect(client, changed.clone(), stop.clone()),
-            sets: reflect(client, changed.clone(), stop.clone()),
-            health_policies: reflect(client, changed.clone(), stop.clone()),
-            changed,
+            member_clusters: reflect(client, Kind::MemberCluster, tx.clone(), stop.clone()),
+            cluster_sets: reflect(client, Kind::ClusterSet, tx.clone(), stop.clone()),
+            sets: reflect(client, Kind::Set, tx.clone(), stop.clone()),
+            health_policies: reflect(client, Kind::HealthPolicy, tx, stop.clone()),
+            touched,
             hub_objects: HubObjects::new(client.clone(), stop.clone()),
             client: client.clone(),
         }
@@ -105,36 +161,81 @@ impl KubeSource {
         let _ = self.cluster_sets.wait_until_ready().await;
         let _ = self.sets.wait_until_ready().await;
         let _ = self.health_policies.wait_until_ready().await;
-        self.watch_hub_kinds().await
+        self.watch_hub_kinds(None).await
     }
 
-    async fn watch_hub_kinds(&mut self) -> bool {
-        let (clusters, policies) = (self.member_clusters.state(), self.health_policies.state());
-        let kinds = hub_objects::kinds_read(
-            clusters.iter().map(AsRef::as_ref),
-            policies.iter().map(AsRef::as_ref),
-        );
+    /// Watches the kinds the hub-side checks read: of every object, or only of the
+    /// `changed` MemberClusters and HealthPolicies (a watch, once started, stays).
+    async fn watch_hub_kinds(&mut self, changed: Option<&[Change]>) -> bool {
+        let kinds = match changed {
+            None => {
+                let (clusters, policies) =
+                    (self.member_clusters.state(), self.health_policies.state());
+                hub_objects::kinds_read(
+                    clusters.iter().map(AsRef::as_ref),
+                    policies.iter().map(AsRef::as_ref),
+                )
+            }
+            Some(changes) => {
+                let clusters = changes.iter().filter_map(|c| match c {
+                    Change::MemberCluster(_, Some(mc)) => Some(mc.as_ref()),
+                    _ => None,
+                });
+                let policies = changes.iter().filter_map(|c| match c {
+                    Change::HealthPolicy(_, Some(p)) => Some(p.as_ref()),
+                    _ => None,
+                });
+                hub_objects::kinds_read(clusters, policies)
+            }
+        };
         self.hub_objects.watch(&kinds).await
     }
 
-    /// The objects as the watches see them now.
+    /// The objects as the watches see them now (shared with the stores, not copied).
     pub fn objects(&self) -> Objects {
-        fn owned<K>(store: &Store<K>) -> Vec<K>
-        where
-            K: Resource<DynamicType = ()> + Clone + 'static,
-        {
-            store.state().into_iter().map(|o| (*o).clone()).collect()
-        }
         Objects {
-            member_clusters: owned(&self.member_clusters),
-            cluster_sets: owned(&self.cluster_sets),
-            sets: owned(&self.sets),
-            health_policies: owned(&self.health_policies),
+            member_clusters: self.member_clusters.state(),
+            cluster_sets: self.cluster_sets.state(),
+            sets: self.sets.state(),
+            health_policies: self.health_policies.state(),
             hub_objects: self.hub_objects.objects(),
         }
     }
 
-    /// Writes the HealthPolicy statuses the last reload computed where the API differs.
+    /// The change each touched object stands for: its current version in the store, or
+    /// its removal.
+    fn change(&self, kind: Kind, namespace: Option<String>, name: String) -> Change {
+        fn get<K>(store: &Store<K>, namespace: &Option<String>, name: &str) -> Option<Arc<K>>
+        where
+            K: Resource<DynamicType = ()> + Clone + 'static,
+        {
+            let mut at = ObjectRef::<K>::new(name);
+            if let Some(ns) = namespace {
+                at = at.within(ns);
+            }
+            store.get(&at)
+        }
+        let ns = namespace.clone().unwrap_or_else(|| "default".into());
+        match kind {
+            Kind::MemberCluster => Change::MemberCluster(
+                ClusterId::new(&ns, &name),
+                get(&self.member_clusters, &namespace, &name),
+            ),
+            Kind::ClusterSet => {
+                Change::ClusterSet(name.clone(), get(&self.cluster_sets, &None, &name))
+            }
+            Kind::Set => Change::Set(
+                ClusterId::new(&ns, &name),
+                get(&self.sets, &namespace, &name),
+            ),
+            Kind::HealthPolicy => Change::HealthPolicy(
+                (ns, name.clone()),
+                get(&self.health_policies, &namespace, &name),
+            ),
+        }
+    }
+
+    /// Writes the HealthPolicy statuses the last change computed where the API differs.
     async fn write_policy_statuses(&self, fleet: &Fleet) {
         let on_api: Vec<HealthPolicy> = (self.health_policies.state().iter())
             .map(|p| (**p).clone())
@@ -143,9 +244,10 @@ impl KubeSource {
         policy_status::write(&self.client, &on_api, &computed, Timestamp::now()).await;
     }
 
-    /// Reloads the fleet whenever a watched object changes, until `stop`. Changes arriving
-    /// together are applied as one reload.
-    /// `missing`: whether a kind hub-side checks read was not served at the first look.
+    /// Applies every watched change to the fleet, object by object, until `stop`.
+    /// Changes arriving together are applied as one batch; after a watch relisted,
+    /// everything is compared once. `missing`: whether a kind hub-side checks read was
+    /// not served at the first look.
     pub async fn drive(mut self, fleet: Arc<Fleet>, mut missing: bool, stop: CancellationToken) {
         let hub_changed = self.hub_objects.changed.clone();
         // The first reload happened before the drive started.
@@ -153,23 +255,44 @@ impl KubeSource {
         let mut retry = tokio::time::interval(MISSING_KIND_RETRY);
         retry.reset();
         loop {
-            let reload = tokio::select! {
+            let mut touched = BTreeSet::new();
+            tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = self.changed.notified() => true,
-                _ = hub_changed.notified() => false,
-                _ = retry.tick(), if missing => true,
-            };
-            // Let a burst of events settle into one reload.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            if reload {
-                missing = self.watch_hub_kinds().await;
-                for problem in fleet.reload(self.objects(), Instant::now(), Timestamp::now()) {
-                    tracing::error!(problem, "conflicting objects");
+                seen = self.touched.recv() => match seen {
+                    Some(seen) => { touched.insert(seen); }
+                    None => return,
+                },
+                _ = hub_changed.notified() => {
+                    // Let a burst of events settle into one replacement.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    fleet.set_hub_objects(self.hub_objects.objects());
+                    continue;
                 }
-                self.write_policy_statuses(&fleet).await;
-            } else {
-                fleet.set_hub_objects(self.hub_objects.objects());
+                _ = retry.tick(), if missing => { touched.insert(Touched::Relisted); }
             }
+            // Let a burst of events settle into one batch.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            while let Ok(seen) = self.touched.try_recv() {
+                touched.insert(seen);
+            }
+            let problems = if touched.contains(&Touched::Relisted) {
+                missing = self.watch_hub_kinds(None).await;
+                fleet.reload(self.objects(), Instant::now(), Timestamp::now())
+            } else {
+                let changes: Vec<Change> = touched
+                    .into_iter()
+                    .filter_map(|t| match t {
+                        Touched::Object(kind, ns, name) => Some(self.change(kind, ns, name)),
+                        Touched::Relisted => None,
+                    })
+                    .collect();
+                missing |= self.watch_hub_kinds(Some(&changes)).await;
+                fleet.apply(changes, Instant::now(), Timestamp::now())
+            };
+            for problem in problems {
+                tracing::error!(problem, "conflicting objects");
+            }
+            self.write_policy_statuses(&fleet).await;
         }
     }
 }

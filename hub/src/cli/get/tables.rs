@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY};
 use fleetpulse_common::api::{HealthPolicy, MemberCluster, SetStatus};
 
-use crate::fleet::sets::HubStatus;
+use crate::fleet::read::HubStatus;
 
 /// How long ago `t` was, as kubectl prints ages (`45s`, `3m12s`, `5h`, `2d`).
 pub fn age(t: Timestamp, now: Timestamp) -> String {

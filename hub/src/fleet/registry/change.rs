@@ -1,0 +1,122 @@
+//! What the registry is built from and changed by: [`Objects`] (everything a source
+//! has), [`Change`] (one object added, changed or removed), and [`Registry::diff`], the
+//! changes between the two for a full reload.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
+
+use super::{PolicyKey, Registry};
+use crate::ids::{ClusterId, SetKey, cluster_id};
+
+/// The objects the hub acts on, as read from manifests or the Kubernetes API.
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    /// MemberClusters.
+    pub member_clusters: Vec<Arc<MemberCluster>>,
+    /// ClusterSets.
+    pub cluster_sets: Vec<Arc<ClusterSet>>,
+    /// Sets.
+    pub sets: Vec<Arc<Set>>,
+    /// HealthPolicies.
+    pub health_policies: Vec<Arc<HealthPolicy>>,
+    /// Objects of other APIs the hub keeps, which hub-side checks (`fromHub`) read.
+    pub hub_objects: Vec<serde_json::Value>,
+}
+
+/// `items`, each in an `Arc` (for building [`Objects`] by hand).
+pub fn shared<T>(items: impl IntoIterator<Item = T>) -> Vec<Arc<T>> {
+    items.into_iter().map(Arc::new).collect()
+}
+
+/// One object added or changed (`Some`), or removed (`None`).
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A MemberCluster.
+    MemberCluster(ClusterId, Option<Arc<MemberCluster>>),
+    /// A ClusterSet, by name.
+    ClusterSet(String, Option<Arc<ClusterSet>>),
+    /// A Set.
+    Set(ClusterId, Option<Arc<Set>>),
+    /// A HealthPolicy.
+    HealthPolicy(PolicyKey, Option<Arc<HealthPolicy>>),
+}
+
+impl Registry {
+    /// The changes that turn this registry's objects into `objects` (a full reload:
+    /// unchanged objects, the same `Arc` or an equal value, are not changes).
+    pub fn diff(&self, objects: &Objects) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let clusters: OrdMap<ClusterId, Arc<MemberCluster>> = (self
+            .clusters
+            .iter()
+            .map(|(id, e)| (id.clone(), e.object.clone())))
+        .collect();
+        diff_kind(
+            &clusters,
+            &objects.member_clusters,
+            cluster_id,
+            Change::MemberCluster,
+            &mut changes,
+        );
+        diff_kind(
+            &self.cluster_sets,
+            &objects.cluster_sets,
+            |cs| cs.metadata.name.clone().unwrap_or_default(),
+            Change::ClusterSet,
+            &mut changes,
+        );
+        diff_kind(
+            &self.sets,
+            &objects.sets,
+            SetKey::set_id,
+            Change::Set,
+            &mut changes,
+        );
+        diff_kind(
+            &self.policies,
+            &objects.health_policies,
+            policy_key,
+            Change::HealthPolicy,
+            &mut changes,
+        );
+        changes
+    }
+}
+
+/// A HealthPolicy's namespace (`default` when unset) and name.
+pub fn policy_key(p: &HealthPolicy) -> PolicyKey {
+    (
+        p.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn diff_kind<K: Ord + Clone, V: PartialEq>(
+    current: &OrdMap<K, Arc<V>>,
+    wanted: &[Arc<V>],
+    key: impl Fn(&V) -> K,
+    change: impl Fn(K, Option<Arc<V>>) -> Change,
+    out: &mut Vec<Change>,
+) {
+    let mut seen = BTreeSet::new();
+    for object in wanted {
+        let k = key(object);
+        let same = current
+            .get(&k)
+            .is_some_and(|c| Arc::ptr_eq(c, object) || **c == **object);
+        if !same {
+            out.push(change(k.clone(), Some(object.clone())));
+        }
+        seen.insert(k);
+    }
+    for k in current.keys().filter(|k| !seen.contains(*k)) {
+        out.push(change(k.clone(), None));
+    }
+}

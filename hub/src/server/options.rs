@@ -1,0 +1,79 @@
+//! [`HubOptions`]: how to run a hub, as `serve` parsed it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleetpulse_common::protocol::replay::Freshness;
+
+use crate::admission::BatchSettings;
+use crate::brake::BrakeSettings;
+use crate::health::Debounce;
+use crate::kubernetes::leader::LeaderSettings;
+
+/// How to run an embedded hub.
+#[derive(Clone)]
+pub struct HubOptions {
+    /// Directory of manifests.
+    pub manifests: PathBuf,
+    /// Directory of the embedded store.
+    pub data: PathBuf,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// TLS certificate chain and key (PEM files); `None` only with `insecure_http`.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Serve plain HTTP (development only).
+    pub insecure_http: bool,
+    /// This hub's identity, checked against each report's `aud`.
+    pub audience: String,
+    /// Freshness window for `iat`/`exp`.
+    pub freshness: Freshness,
+    /// Debounce of `Healthy`.
+    pub debounce: Debounce,
+    /// The partition brake.
+    pub brake: BrakeSettings,
+    /// How often the failure detector runs.
+    pub tick: Duration,
+    /// How often the manifest directory is rescanned.
+    pub reload_interval: Duration,
+    /// How often accepted positions are flushed to the store.
+    pub position_flush_interval: Duration,
+    /// Kubernetes mode: watch the CRDs and write status through this client (the
+    /// manifest and data directories are then unused).
+    pub kube: Option<kube::Client>,
+    /// Kubernetes mode: take part in leader election; only the leader decides and writes.
+    pub leader: Option<LeaderSettings>,
+    /// Kubernetes mode: how often a reporting cluster's status is rewritten so that its
+    /// `lastHeartbeatTime` (and check results) on the API stay that fresh; zero writes
+    /// status on transitions only.
+    pub status_refresh: Duration,
+    /// How heartbeat signatures are batched (`None`: one `verify_strict` each).
+    pub batch_verify: Option<BatchSettings>,
+    /// Expose per-cluster condition gauges on `/metrics`.
+    pub per_cluster_metrics: bool,
+}
+
+impl HubOptions {
+    /// Defaults for everything but the directories and address.
+    pub fn new(manifests: PathBuf, data: PathBuf, listen: SocketAddr) -> Self {
+        Self {
+            manifests,
+            data,
+            listen,
+            tls: None,
+            insecure_http: false,
+            audience: "fleetpulse".into(),
+            freshness: Freshness::default(),
+            debounce: Debounce::default(),
+            brake: BrakeSettings::default(),
+            tick: Duration::from_secs(1),
+            reload_interval: Duration::from_secs(2),
+            position_flush_interval: Duration::from_secs(10),
+            kube: None,
+            leader: None,
+            status_refresh: Duration::from_secs(300),
+            batch_verify: Some(BatchSettings::default()),
+            per_cluster_metrics: false,
+        }
+    }
+}
