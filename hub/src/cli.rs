@@ -15,8 +15,8 @@ use fleetpulse_common::cli::LogFormat;
 use fleetpulse_common::protocol::replay::Freshness;
 
 use crate::admission::BatchSettings;
-use crate::brake::BrakeSettings;
-use crate::health::Debounce;
+use crate::core::brake::BrakeSettings;
+use crate::core::health::Debounce;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::server::{Hub, HubOptions};
 

@@ -31,9 +31,9 @@ pub use cluster::ClusterState;
 pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
 pub use sets::SetsState;
 
-use crate::brake::{Brake, BrakeSettings};
-use crate::detector::Detector;
-use crate::health::Debounce;
+use crate::core::brake::{Brake, BrakeSettings};
+use crate::core::detector::Detector;
+use crate::core::health::Debounce;
 use crate::metrics::{ConditionLabels, Metrics};
 use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
 

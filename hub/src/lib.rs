@@ -1,8 +1,8 @@
 //! fleetpulse-hub: verifies signed heartbeats from agents, detects failed clusters, keeps
 //! each cluster's health, and serves it on a read API.
 //!
-//! - [`detector`], [`health`], [`selection`], [`brake`]: the pure decisions (failure
-//!   detector, health state machine, set selection, partition brake).
+//! - [`core`]: the pure decisions (failure detector, health state machine, set
+//!   selection, partition brake).
 //! - [`ids`]: the identities (`ClusterId`, `SetKey`) every part imports.
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`admission`]: the one pipeline every agent request passes (size to replay).
@@ -13,19 +13,19 @@
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
 //! - [`cli`]: the command line (`serve`, `crds`, `get`).
+//! - `testing` (feature `testing`): test doubles and fixtures shared by the tests.
 #![forbid(unsafe_code)]
 
 pub mod admission;
-pub mod brake;
 pub mod cli;
-pub mod detector;
+pub mod core;
 pub mod embedded;
 pub mod fleet;
-pub mod health;
 pub mod ids;
 pub mod ingest;
 pub mod kubernetes;
 pub mod metrics;
-pub mod selection;
 pub mod server;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

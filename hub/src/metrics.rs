@@ -19,7 +19,7 @@ use prometheus_client::registry::Registry;
 use fleetpulse_common::api::SetStatus;
 use fleetpulse_common::protocol::report::ClusterId;
 
-use crate::brake::BrakeState;
+use crate::core::brake::BrakeState;
 use crate::ids::SetKey;
 
 pub use clusters::Transitions;

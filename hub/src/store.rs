@@ -2,15 +2,14 @@
 //! transitions), each set's status (its selection, for stickiness across restarts) and the
 //! last accepted `(incarnation, seq)` per key (flushed in batches).
 //!
-//! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation and
-//! [`memory::MemoryStore`] its test double; the
-//! Kubernetes mode implements the same trait over CR status
+//! [`Store`] is the seam; [`sqlite::SqliteStore`] is the embedded implementation (the
+//! tests' in-memory double lives in the `testing` module); the Kubernetes mode implements
+//! the same trait over CR status
 //! ([`crate::kubernetes::store::KubeStore`]). Writes go
 //! through a [`StoreWriter`] ([`writer`]): a thread that applies queued writes in one
 //! transaction per batch, so the heartbeat path never waits on disk, and retries a failed
 //! batch with backoff.
 
-pub mod memory;
 pub mod sqlite;
 pub mod writer;
 

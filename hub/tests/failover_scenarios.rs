@@ -8,11 +8,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use fleetpulse_common::api::condition::{REACHABLE, Status};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
-use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
-use fleetpulse_hub::admission::Admitted;
+use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
-use fleetpulse_hub::store::StoreWriter;
-use fleetpulse_hub::store::memory::MemoryStore;
+use fleetpulse_hub::testing;
 
 const INTERVAL: u64 = 10;
 
@@ -31,14 +29,12 @@ struct Sim {
 }
 
 fn cluster(name: &str) -> MemberCluster {
-    let mut mc: MemberCluster = serde_json::from_value(serde_json::json!({
-        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
-        "metadata": {"name": name, "namespace": "fleet", "labels": {"env": "prod"}},
-        "spec": {"heartbeat": {"intervalSeconds": INTERVAL, "gracePeriodSeconds": 40}}
-    }))
-    .unwrap();
-    mc.metadata.generation = Some(1);
-    mc
+    testing::cluster(&format!("fleet/{name}"))
+        .label("env", "prod")
+        .interval(INTERVAL as u32)
+        .grace(40)
+        .generation(1)
+        .build()
 }
 
 fn cluster_set(max: u32, toleration: u32) -> ClusterSet {
@@ -53,7 +49,7 @@ fn cluster_set(max: u32, toleration: u32) -> ClusterSet {
 
 impl Sim {
     fn new(n: usize, set: ClusterSet) -> Sim {
-        let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
+        let fleet = testing::fleet_in_memory(Settings::default());
         let ids = (0..n)
             .map(|i| ClusterId::new("fleet", format!("c{i}")))
             .collect();
@@ -93,29 +89,17 @@ impl Sim {
             .cluster(&self.ids[i])
             .cloned()
             .expect("registered");
-        let report = HeartbeatReport {
-            schema_version: SCHEMA_VERSION,
-            aud: "fleetpulse".into(),
-            cluster: self.ids[i].clone(),
-            cluster_uid: format!("uid-{i}"),
-            agent_version: "sim".into(),
-            incarnation: 1,
-            seq,
-            iat: wall.as_second(),
-            exp: wall.as_second() + 300,
-            interval_seconds: INTERVAL as u32,
-            // The agent reports with the config the hub serves, as a real one does after
-            // its first pull.
-            config_generation: self.fleet.config(&entry).generation,
-            checks: vec![],
-            summary: Summary::of(&[]),
-        };
+        // The agent reports with the config the hub serves, as a real one does after its
+        // first pull.
+        let report = testing::report(&self.ids[i])
+            .seq(seq)
+            .at(wall)
+            .uid(&format!("uid-{i}"))
+            .interval(INTERVAL as u32)
+            .generation(self.fleet.config(&entry).generation)
+            .build();
         let at = self.t0 + Duration::from_secs(self.now);
-        let admitted = Admitted {
-            entry,
-            kid: "kid".into(),
-            claims: report,
-        };
+        let admitted = testing::admitted(entry, report);
         self.fleet
             .accept(&admitted, at, wall)
             .expect("a fresh report is accepted");

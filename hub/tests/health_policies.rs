@@ -9,21 +9,18 @@ use serde_json::json;
 
 use fleetpulse_common::api::{HealthPolicy, MemberCluster};
 use fleetpulse_common::protocol::report::ClusterId;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
-use fleetpulse_hub::store::StoreWriter;
-use fleetpulse_hub::store::memory::MemoryStore;
+use fleetpulse_hub::fleet::{Objects, Settings, shared};
+use fleetpulse_hub::testing;
 
 fn check(name: &str) -> serde_json::Value {
     json!({"name": name, "readyNodes": {"minCount": 1}})
 }
 
 fn cluster(name: &str, env: &str, own: &[&str]) -> MemberCluster {
-    serde_json::from_value(json!({
-        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
-        "metadata": {"name": name, "namespace": "fleet", "labels": {"env": env}},
-        "spec": {"livenessChecks": own.iter().map(|n| check(n)).collect::<Vec<_>>()}
-    }))
-    .unwrap()
+    let builder = testing::cluster(&format!("fleet/{name}")).label("env", env);
+    own.iter()
+        .fold(builder, |b, check| b.liveness(testing::ready_nodes(check)))
+        .build()
 }
 
 fn policy(name: &str, namespace: &str, checks: &[&str]) -> HealthPolicy {
@@ -38,7 +35,7 @@ fn policy(name: &str, namespace: &str, checks: &[&str]) -> HealthPolicy {
 
 #[test]
 fn policy_checks_merge_into_matching_clusters_and_clashes_are_reported() {
-    let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
+    let fleet = testing::fleet_in_memory(Settings::default());
     let objects = Objects {
         member_clusters: shared(vec![
             cluster("a", "prod", &["nodes"]),

@@ -9,11 +9,10 @@ use serde_json::json;
 
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, Status};
-use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
 use fleetpulse_hub::admission::Admitted;
-use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
-use fleetpulse_hub::store::StoreWriter;
-use fleetpulse_hub::store::memory::MemoryStore;
+use fleetpulse_hub::fleet::{Objects, Settings, shared};
+use fleetpulse_hub::testing;
 
 const SCRIPT: &str = r#"function evaluate()
   local hs = {healthy = false, message = ""}
@@ -49,26 +48,16 @@ fn metric(cluster: &str, value: &str) -> serde_json::Value {
 }
 
 fn report(id: &ClusterId, seq: u64, wall: Timestamp, config_generation: u64) -> HeartbeatReport {
-    HeartbeatReport {
-        schema_version: SCHEMA_VERSION,
-        aud: "fleetpulse".into(),
-        cluster: id.clone(),
-        cluster_uid: "uid".into(),
-        agent_version: "test".into(),
-        incarnation: 1,
-        seq,
-        iat: wall.as_second(),
-        exp: wall.as_second() + 300,
-        interval_seconds: 10,
-        config_generation,
-        checks: vec![],
-        summary: Summary::of(&[]),
-    }
+    testing::report(id)
+        .seq(seq)
+        .at(wall)
+        .generation(config_generation)
+        .build()
 }
 
 #[test]
 fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
-    let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(MemoryStore::new()));
+    let fleet = testing::fleet_in_memory(Settings::default());
     let (t0, w0) = (Instant::now(), Timestamp::now());
     let objects = Objects {
         member_clusters: shared(vec![cluster("edge-1"), cluster("edge-2")]),

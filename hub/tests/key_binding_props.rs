@@ -8,16 +8,15 @@ use ed25519_dalek::SigningKey;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
-use fleetpulse_common::api::{AgentPublicKey, AgentSpec, MemberCluster, MemberClusterSpec};
+use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::protocol::errors::ErrorBody;
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::replay::{self, Freshness};
-use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
+use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
 use fleetpulse_hub::admission::{Admitted, steps};
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
-use fleetpulse_hub::store::StoreWriter;
-use fleetpulse_hub::store::memory::MemoryStore;
+use fleetpulse_hub::testing;
 
 const AUDIENCE: &str = "hub-under-test";
 
@@ -26,25 +25,15 @@ fn fleet() -> Fleet {
         audience: AUDIENCE.into(),
         ..Settings::default()
     };
-    Fleet::new(settings, StoreWriter::spawn(MemoryStore::new()))
+    testing::fleet_in_memory(settings)
 }
 
 /// A MemberCluster listing `keys` as `(key, revoked)`.
 fn member_cluster(id: &ClusterId, keys: &[(&SigningKey, bool)]) -> MemberCluster {
-    let public_keys = keys
-        .iter()
-        .map(|(key, revoked)| AgentPublicKey {
-            public_key: keys::public_key_string(&key.verifying_key()),
-            revoked: *revoked,
-        })
-        .collect();
-    let spec = MemberClusterSpec {
-        agent: AgentSpec { public_keys },
-        ..Default::default()
-    };
-    let mut mc = MemberCluster::new(&id.name, spec);
-    mc.metadata.namespace = Some(id.namespace.clone());
-    mc
+    let builder = testing::cluster(&id.to_string());
+    keys.iter()
+        .fold(builder, |b, (key, revoked)| b.listed_key(key, *revoked))
+        .build()
 }
 
 fn load(fleet: &Fleet, clusters: Vec<MemberCluster>) -> Vec<String> {
@@ -75,22 +64,7 @@ fn kid(key: &SigningKey) -> String {
 }
 
 fn report(cluster: &ClusterId, seq: u64) -> HeartbeatReport {
-    let now = Timestamp::now().as_second();
-    HeartbeatReport {
-        schema_version: SCHEMA_VERSION,
-        aud: AUDIENCE.into(),
-        cluster: cluster.clone(),
-        cluster_uid: "uid".into(),
-        agent_version: "test".into(),
-        incarnation: 1,
-        seq,
-        iat: now,
-        exp: now + 60,
-        interval_seconds: 10,
-        config_generation: 0,
-        checks: Vec::new(),
-        summary: Summary::default(),
-    }
+    testing::report(cluster).seq(seq).audience(AUDIENCE).build()
 }
 
 fn signing_key() -> impl Strategy<Value = SigningKey> {

@@ -12,7 +12,7 @@ use fleetpulse_common::api::{CheckKind, CheckPhase};
 use fleetpulse_common::protocol::report::{
     CheckResult, ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary,
 };
-use fleetpulse_hub::health::{Debounce, Evidence, Health};
+use fleetpulse_hub::core::health::{Debounce, Evidence, Health};
 
 #[derive(Clone, Debug)]
 struct Step {

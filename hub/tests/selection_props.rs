@@ -20,8 +20,8 @@ use proptest::test_runner::TestCaseError;
 
 use fleetpulse_common::api::{ClusterRef, FailoverPolicy, SetSpec};
 use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_hub::core::selection::{ClusterView, Outcome, select};
 use fleetpulse_hub::ids::Scope;
-use fleetpulse_hub::selection::{ClusterView, Outcome, select};
 
 /// Wall-clock origin of every scenario.
 const T0: i64 = 1_700_000_000;

@@ -12,7 +12,7 @@ mod cluster;
 use std::fmt;
 
 use fleetpulse_common::api::{DetectorKind, DetectorSpec, HeartbeatSpec};
-use fleetpulse_hub::detector::Detector;
+use fleetpulse_hub::core::detector::Detector;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 

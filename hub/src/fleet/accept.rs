@@ -11,7 +11,7 @@ use fleetpulse_common::protocol::report::{HeartbeatAnswer, HeartbeatReport};
 
 use super::Fleet;
 use crate::admission::{Admitted, Refusal};
-use crate::health::Evidence;
+use crate::core::health::Evidence;
 
 impl Fleet {
     /// Applies a heartbeat that passed every other admission step: the replay rule

@@ -12,8 +12,8 @@ use fleetpulse_common::api::{AgentStatus, CheckStatus, MemberClusterStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
-use crate::detector::Liveness;
-use crate::health::Health;
+use crate::core::detector::Liveness;
+use crate::core::health::Health;
 use crate::store::StoredCluster;
 
 /// Runtime state of one cluster.
@@ -180,7 +180,7 @@ mod tests {
                 success_rate_percent: None,
             })
             .collect();
-        crate::health::tests::report("uid", checks)
+        crate::core::health::tests::report("uid", checks)
     }
 
     #[test]

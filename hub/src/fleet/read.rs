@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use fleetpulse_common::api::{MEMBERSHIP_LABEL_VALUE, MemberCluster};
 
 use super::{Fleet, transitions};
-use crate::brake::BrakeState;
+use crate::core::brake::BrakeState;
 use crate::ids::{ClusterId, SetKey};
 
 impl Fleet {

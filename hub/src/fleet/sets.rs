@@ -15,9 +15,9 @@ use fleetpulse_common::api::{ClusterRef, SetSpec, SetStatus};
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterEntry, Fleet};
-use crate::brake::{Brake, BrakeEvent, BrakeState};
+use crate::core::brake::{Brake, BrakeEvent, BrakeState};
+use crate::core::selection::{self, ClusterView};
 use crate::ids::{Scope, SetKey};
-use crate::selection::{self, ClusterView};
 use crate::store::Write;
 
 /// `Satisfied`: enough eligible clusters are selected.

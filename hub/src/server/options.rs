@@ -7,8 +7,8 @@ use std::time::Duration;
 use fleetpulse_common::protocol::replay::Freshness;
 
 use crate::admission::BatchSettings;
-use crate::brake::BrakeSettings;
-use crate::health::Debounce;
+use crate::core::brake::BrakeSettings;
+use crate::core::health::Debounce;
 use crate::kubernetes::leader::LeaderSettings;
 
 /// How to run an embedded hub.

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use fleetpulse_hub::detector::{Detector, Liveness, Reachability};
+use fleetpulse_hub::core::detector::{Detector, Liveness, Reachability};
 use rand::Rng;
 use rand::rngs::SmallRng;
 

@@ -23,7 +23,7 @@ use fleetpulse_common::api::CheckPhase;
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY, Status};
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
-use crate::detector::Reachability;
+use crate::core::detector::Reachability;
 
 /// How many consecutive reports a new liveness verdict must hold before `Healthy` follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

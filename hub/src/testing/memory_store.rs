@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Snapshot, Store, StoreError, Write};
+use crate::store::{Snapshot, Store, StoreError, Write};
 
 /// Keeps writes in memory; clones share them.
 #[derive(Clone, Debug, Default)]
