@@ -17,6 +17,7 @@ use fleetpulse_common::protocol::replay::Freshness;
 use crate::admission::BatchSettings;
 use crate::core::brake::BrakeSettings;
 use crate::core::health::Debounce;
+use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::server::{Hub, HubOptions};
 
@@ -118,6 +119,17 @@ pub struct ServeArgs {
         default_value_t = 0
     )]
     pub partition_release_after_seconds: u64,
+    /// The rollout brake trips when a HealthPolicy change is followed by more than this
+    /// percentage of the clusters it changed failing one of its checks.
+    #[arg(long, env = "FLEETPULSE_ROLLOUT_BRAKE_PERCENT", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rollout_brake_percent: u32,
+    /// Fewest clusters a HealthPolicy change must reach for the rollout brake to judge it.
+    #[arg(long, env = "FLEETPULSE_ROLLOUT_BRAKE_MIN_CLUSTERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rollout_brake_min_clusters: u64,
+    /// Seconds after a HealthPolicy change during which its checks' failures are
+    /// attributed to it.
+    #[arg(long, env = "FLEETPULSE_ROLLOUT_BRAKE_WATCH_SECONDS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rollout_brake_watch_seconds: u64,
     /// Seconds between flushes of accepted sequence numbers to the store.
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
@@ -211,6 +223,11 @@ impl ServeArgs {
             min_clusters: self.partition_min_clusters.max(1),
             release_after: (self.partition_release_after_seconds > 0)
                 .then(|| Duration::from_secs(self.partition_release_after_seconds)),
+        };
+        o.rollout = RolloutSettings {
+            max_unhealthy_percent: self.rollout_brake_percent,
+            min_clusters: self.rollout_brake_min_clusters as usize,
+            watch: Duration::from_secs(self.rollout_brake_watch_seconds),
         };
         o
     }

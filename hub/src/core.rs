@@ -8,8 +8,11 @@
 //! - [`selection`]: which clusters a ClusterSet or Set selects.
 //! - [`brake`]: the partition brake, which freezes reassignment when most clusters go
 //!   quiet at once.
+//! - [`rollout`]: the rollout brake, which holds clusters a bad change of checks turned
+//!   unhealthy.
 
 pub mod brake;
 pub mod detector;
 pub mod health;
+pub mod rollout;
 pub mod selection;

@@ -13,6 +13,7 @@ pub mod cluster;
 mod hub_checks;
 pub mod read;
 pub mod registry;
+pub mod rollouts;
 pub mod sets;
 pub mod transitions;
 
@@ -34,6 +35,7 @@ pub use sets::SetsState;
 use crate::core::brake::{Brake, BrakeSettings};
 use crate::core::detector::Detector;
 use crate::core::health::Debounce;
+use crate::core::rollout::{RolloutBrake, RolloutSettings};
 use crate::metrics::{ConditionLabels, Metrics};
 use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
 
@@ -48,6 +50,8 @@ pub struct Settings {
     pub debounce: Debounce,
     /// The partition brake.
     pub brake: BrakeSettings,
+    /// The rollout brake.
+    pub rollout: RolloutSettings,
 }
 
 impl Default for Settings {
@@ -58,6 +62,7 @@ impl Default for Settings {
             freshness: Freshness::default(),
             debounce: Debounce::default(),
             brake: BrakeSettings::default(),
+            rollout: RolloutSettings::default(),
         }
     }
 }
@@ -72,6 +77,9 @@ pub struct Fleet {
     /// Runtime state of every cluster this hub process knew, kept when a cluster leaves the
     /// manifests so that a re-added cluster keeps its replay protection.
     states: Mutex<HashMap<ClusterId, Arc<Mutex<ClusterState>>>>,
+    /// Notified when a HealthPolicy's status changes other than by an object change (the
+    /// rollout brake tripping), so the Kubernetes mode writes it.
+    pub policies_changed: Arc<tokio::sync::Notify>,
     /// Held while object changes are applied, so that two never race.
     applying: Mutex<()>,
     /// Set statuses and the partition brake; evaluation holds this lock throughout.
@@ -91,7 +99,11 @@ impl Fleet {
         Self {
             registry: RwLock::new(Arc::new(Registry::default())),
             applying: Mutex::new(()),
-            sets: Mutex::new(SetsState::new(Brake::new(settings.brake))),
+            sets: Mutex::new(SetsState::new(
+                Brake::new(settings.brake),
+                RolloutBrake::new(settings.rollout),
+            )),
+            policies_changed: Arc::new(tokio::sync::Notify::new()),
             settings,
             store,
             metrics,
@@ -140,6 +152,7 @@ impl Fleet {
             return Vec::new();
         }
         let _one_at_a_time = self.applying.lock();
+        let rollouts = rollouts::of(&changes);
         let (registry, applied) = {
             let mut states = self.states.lock();
             self.registry().apply(
@@ -160,7 +173,8 @@ impl Fleet {
                 wall,
             )
         };
-        self.install(registry, &applied.rebuilt);
+        let reconfigured = self.install(registry, &applied.rebuilt);
+        self.follow_rollouts(rollouts, &reconfigured, wall);
         self.evaluate_sets(wall);
         applied.problems
     }
@@ -188,13 +202,16 @@ impl Fleet {
     /// Replaces the desired state. Runtime state of clusters that remain is kept; new
     /// clusters get a fresh grace period from `now`; the config generation of a `rebuilt`
     /// cluster moves if its config changed.
-    fn install(&self, registry: Registry, rebuilt: &[ClusterId]) {
+    /// Returns the clusters whose config changed.
+    fn install(&self, registry: Registry, rebuilt: &[ClusterId]) -> Vec<ClusterId> {
         let mut writes = Vec::new();
+        let mut reconfigured = Vec::new();
         for entry in rebuilt.iter().filter_map(|id| registry.cluster(id)) {
             let mut state = entry.state.lock();
             if state.config_hash != entry.config_hash {
                 state.config_generation += 1;
                 state.config_hash = entry.config_hash;
+                reconfigured.push(entry.id.clone());
                 writes.push(Write::Cluster {
                     cluster: entry.id.clone(),
                     record: state.record(),
@@ -203,6 +220,7 @@ impl Fleet {
         }
         *self.registry.write() = Arc::new(registry);
         self.store.send(writes);
+        reconfigured
     }
 
     /// Runs the failure detector over every cluster at `now`, persisting transitions.

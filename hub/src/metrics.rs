@@ -93,6 +93,8 @@ pub struct Metrics {
     pub failovers: Family<FailoverLabels, Counter>,
     /// 1 while the partition brake freezes reassignment.
     pub partition_brake_engaged: Gauge,
+    /// HealthPolicy changes whose rollout brake is tripped.
+    pub rollout_brake_engaged: Gauge,
     /// 1 for the brake's current state.
     pub partition_brake_state: Family<BrakeLabels, Gauge>,
     /// 1: this process leads (a hub serves its fleet only once it leads).
@@ -151,6 +153,11 @@ impl Metrics {
             "partition_brake_engaged",
             "1 while set reassignment is frozen by the partition brake",
             m.partition_brake_engaged.clone(),
+        );
+        r.register(
+            "rollout_brake_engaged",
+            "HealthPolicy changes whose rollout brake holds the clusters they turned unhealthy",
+            m.rollout_brake_engaged.clone(),
         );
         r.register(
             "partition_brake_state",

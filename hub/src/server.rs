@@ -168,6 +168,7 @@ impl Starting {
             freshness: opts.freshness,
             debounce: opts.debounce,
             brake: opts.brake,
+            rollout: opts.rollout,
         };
         let (fleet, manifests) = match &opts.kube {
             Some(client) => {

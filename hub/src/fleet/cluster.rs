@@ -138,6 +138,29 @@ impl ClusterState {
         }
     }
 
+    /// The checks the last report said fail, while the cluster is reachable (an
+    /// unreachable cluster's last results say nothing about its checks now).
+    pub fn failing_checks(&self) -> Vec<String> {
+        let reachable = fleetpulse_common::api::condition::find(
+            self.health.conditions(),
+            fleetpulse_common::api::condition::REACHABLE,
+        )
+        .is_some_and(|c| c.status == "True");
+        if !reachable {
+            return Vec::new();
+        }
+        let failing = self.checks.iter().filter(|c| !c.passing);
+        failing.map(|c| c.name.clone()).collect()
+    }
+
+    /// Reachable but not Healthy: what a cluster is while its checks recover.
+    pub fn recovering(&self) -> bool {
+        use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, find};
+        let conditions = self.health.conditions();
+        let is_true = |t| find(conditions, t).is_some_and(|c| c.status == "True");
+        is_true(REACHABLE) && !is_true(HEALTHY)
+    }
+
     /// The status as shown live (read API): everything known right now.
     pub fn live_status(&self) -> MemberClusterStatus {
         MemberClusterStatus {

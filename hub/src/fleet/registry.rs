@@ -52,6 +52,13 @@ pub struct ClusterEntry {
     pub state: Arc<Mutex<ClusterState>>,
 }
 
+impl ClusterEntry {
+    /// Whether the HealthPolicy `name` of the cluster's namespace applies to it.
+    pub fn applies(&self, name: &str) -> bool {
+        self.policies.iter().any(|(p, _)| p == name)
+    }
+}
+
 /// Which cluster a key belongs to.
 #[derive(Clone, Debug)]
 pub struct KeyBinding {

@@ -16,6 +16,7 @@ use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterEntry, Fleet};
 use crate::core::brake::{Brake, BrakeEvent, BrakeState};
+use crate::core::rollout::RolloutBrake;
 use crate::core::selection::{self, ClusterView};
 use crate::ids::{Scope, SetKey};
 use crate::store::Write;
@@ -32,6 +33,8 @@ pub struct SetsState {
     pub statuses: BTreeMap<SetKey, SetStatus>,
     /// The partition brake.
     pub brake: Brake,
+    /// The rollout brake.
+    pub rollouts: RolloutBrake,
     /// When the brake last changed, on the wall clock.
     pub brake_changed: Option<Timestamp>,
     /// The earliest time a tolerated selected cluster's toleration runs out.
@@ -40,10 +43,11 @@ pub struct SetsState {
 
 impl SetsState {
     /// Empty state with a released brake.
-    pub fn new(brake: Brake) -> Self {
+    pub fn new(brake: Brake, rollouts: RolloutBrake) -> Self {
         Self {
             statuses: BTreeMap::new(),
             brake,
+            rollouts,
             brake_changed: None,
             next_deadline: None,
         }
@@ -98,6 +102,7 @@ impl Fleet {
         };
         let mut sets = self.sets.lock();
         let frozen = sets.brake.frozen();
+        let held = self.rollout_holds(&mut sets, &registry, wall);
         let mut present = Vec::new();
         let mut deadline: Option<Timestamp> = None;
         let mut writes = Vec::new();
@@ -123,7 +128,21 @@ impl Fleet {
                 .iter()
                 .map(|r| ClusterId::new(r.namespace.as_deref().unwrap_or(default_ns), &r.name))
                 .collect();
-            let out = selection::select(spec, scope, &previous, &views, wall, frozen);
+            let out = if held.iter().any(|id| previous.contains(id)) {
+                // A cluster a tripped rollout holds stays where it is selected: it counts as
+                // eligible for this set only.
+                let mut held_views = views.clone();
+                for v in held_views
+                    .iter_mut()
+                    .filter(|v| held.contains(&v.id) && previous.contains(&v.id))
+                {
+                    v.eligible = true;
+                    v.ineligible_since = None;
+                }
+                selection::select(spec, scope, &previous, &held_views, wall, frozen)
+            } else {
+                selection::select(spec, scope, &previous, &views, wall, frozen)
+            };
             let status = next_status(spec, &previous_status, &out, frozen, generation, wall);
             deadline = earliest_deadline(deadline, spec, &out.selected, &views, wall);
             if status != previous_status {

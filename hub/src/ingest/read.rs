@@ -85,7 +85,7 @@ pub async fn health_policies(
     State(s): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Json<List<fleetpulse_common::api::HealthPolicy>> {
-    let mut items = s.fleet.registry().health_policies();
+    let mut items = s.fleet.health_policies();
     items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
     list("HealthPolicy", items)
 }

@@ -240,7 +240,7 @@ impl KubeSource {
         let on_api: Vec<HealthPolicy> = (self.health_policies.state().iter())
             .map(|p| (**p).clone())
             .collect();
-        let computed = fleet.registry().health_policies();
+        let computed = fleet.health_policies();
         policy_status::write(&self.client, &on_api, &computed, Timestamp::now()).await;
     }
 
@@ -250,6 +250,7 @@ impl KubeSource {
     /// not served at the first look.
     pub async fn drive(mut self, fleet: Arc<Fleet>, mut missing: bool, stop: CancellationToken) {
         let hub_changed = self.hub_objects.changed.clone();
+        let policies_changed = fleet.policies_changed.clone();
         // The first reload happened before the drive started.
         self.write_policy_statuses(&fleet).await;
         let mut retry = tokio::time::interval(MISSING_KIND_RETRY);
@@ -269,6 +270,10 @@ impl KubeSource {
                     continue;
                 }
                 _ = retry.tick(), if missing => { touched.insert(Touched::Relisted); }
+                _ = policies_changed.notified() => {
+                    self.write_policy_statuses(&fleet).await;
+                    continue;
+                }
             }
             // Let a burst of events settle into one batch.
             tokio::time::sleep(Duration::from_millis(50)).await;

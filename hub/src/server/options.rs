@@ -9,6 +9,7 @@ use fleetpulse_common::protocol::replay::Freshness;
 use crate::admission::BatchSettings;
 use crate::core::brake::BrakeSettings;
 use crate::core::health::Debounce;
+use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
 
 /// How to run an embedded hub.
@@ -32,6 +33,8 @@ pub struct HubOptions {
     pub debounce: Debounce,
     /// The partition brake.
     pub brake: BrakeSettings,
+    /// The rollout brake.
+    pub rollout: RolloutSettings,
     /// How often the failure detector runs.
     pub tick: Duration,
     /// How often the manifest directory is rescanned.
@@ -66,6 +69,7 @@ impl HubOptions {
             freshness: Freshness::default(),
             debounce: Debounce::default(),
             brake: BrakeSettings::default(),
+            rollout: RolloutSettings::default(),
             tick: Duration::from_secs(1),
             reload_interval: Duration::from_secs(2),
             position_flush_interval: Duration::from_secs(10),
