@@ -5,6 +5,7 @@
 
 pub mod eval;
 mod kube_client;
+pub mod pubkey;
 mod signals;
 
 use std::path::PathBuf;
@@ -63,6 +64,9 @@ pub enum Command {
     Run(RunArgs),
     /// Evaluate a MemberCluster's checks against objects from a file, offline.
     Eval(eval::EvalArgs),
+    /// Print the public key of the agent's key (from --key-file or its Secret), as
+    /// MemberCluster spec.agent.publicKeys wants it.
+    Pubkey(pubkey::PubkeyArgs),
 }
 
 /// Flags of `keygen`.
@@ -193,6 +197,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             let generated = keys::generate_key_file(&args.out, args.force)?;
             fleetpulse_common::cli::print(&generated.instructions())
         }
+        Command::Pubkey(args) => fleetpulse_common::cli::print(&pubkey::run(args).await?),
         Command::Eval(args) => {
             let code = eval::run(args).await;
             std::process::exit(code);
