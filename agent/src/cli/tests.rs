@@ -76,6 +76,8 @@ fn http_hub_is_refused_without_insecure_http() {
         key_secret: "fleetpulse-agent-key".into(),
         agent_namespace: "fleetpulse-system".into(),
         hub_ca: None,
+        bootstrap_token: None,
+        hub_ca_hash: None,
         audience: DEFAULT_AUDIENCE.into(),
         cluster_uid: String::new(),
         interval_seconds: 10,
