@@ -54,6 +54,16 @@ pub enum EnrolError {
         #[source]
         source: HubError,
     },
+    /// The hub's certificate chain holds no CA matching the pin: nothing was sent.
+    #[error(
+        "the hub at {hub} is not trusted: {reason}; check --hub-ca-hash against the CA hash          `fleetpulse-hub token create` printed. Nothing was sent"
+    )]
+    CaMismatch {
+        /// The hub URL.
+        hub: String,
+        /// What the TLS verifier found.
+        reason: String,
+    },
     /// The HTTP client could not be built.
     #[error(transparent)]
     Client(#[from] AgentError),
@@ -118,6 +128,12 @@ pub async fn enrol(
                     message: body.message,
                 });
             }
+            Err(e) if pin_mismatch(&e).is_some() => {
+                return Err(EnrolError::CaMismatch {
+                    hub: opts.hub.to_string(),
+                    reason: pin_mismatch(&e).unwrap_or_default(),
+                });
+            }
             Err(e) if e.is_transient() => {
                 tracing::warn!(%cluster, error = %e, "cannot reach the hub to enrol; trying again");
             }
@@ -128,4 +144,19 @@ pub async fn enrol(
             () = tokio::time::sleep(POLL) => {}
         }
     }
+}
+
+/// The pinned verifier's refusal, if that is why the request failed. The TLS stack wraps
+/// rustls' error in I/O errors whose `source()` skips it, so the chain is searched for the
+/// verifier's own words (its message names `--hub-ca-hash`, which nothing else does).
+fn pin_mismatch(e: &HubError) -> Option<String> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        let text = err.to_string();
+        if let Some(at) = text.find("the hub's certificate chain holds no CA") {
+            return Some(text[at..].to_owned());
+        }
+        source = err.source();
+    }
+    None
 }

@@ -7,6 +7,7 @@
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
+//! - [`enrolment`]: bootstrap tokens, registration and rotation of agent keys.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
@@ -17,6 +18,7 @@ pub mod brake;
 pub mod cli;
 pub mod detector;
 pub mod embedded;
+pub mod enrolment;
 pub mod fleet;
 pub mod health;
 pub mod ingest;

@@ -63,6 +63,9 @@ pub enum HubError {
     /// Another replica took the lease; this one stopped without writing more.
     #[error("another hub replica took the lease; this replica stopped without writing more")]
     LostLeadership,
+    /// The enrolment store could not be opened.
+    #[error(transparent)]
+    Enrolment(#[from] crate::enrolment::store::EnrolStoreError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -278,6 +281,7 @@ impl Starting {
             },
             opts.batch_verify,
         );
+        let app = crate::enrolment::serve(&opts, &fleet, app)?;
         router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),
@@ -471,7 +475,9 @@ async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        let app = app
+            .clone()
+            .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {

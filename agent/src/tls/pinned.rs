@@ -9,21 +9,30 @@ use std::sync::Arc;
 use fleetpulse_common::enrol::pin::CaPin;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::checks::probe::tls::AcceptAnyServerCert;
 
 /// Verifies the hub against the CA its chain carries, if that CA matches the pin.
 #[derive(Debug)]
 pub struct PinnedCaVerifier {
     pin: CaPin,
     provider: Arc<CryptoProvider>,
+    /// Checks handshake signatures with the provider's algorithms (only its signature
+    /// checks are used; the chain is verified above, against the pinned CA).
+    handshake: AcceptAnyServerCert,
 }
 
 impl PinnedCaVerifier {
     /// A verifier for `pin`, checking signatures with `provider`'s algorithms.
     pub fn new(pin: CaPin, provider: Arc<CryptoProvider>) -> Self {
-        Self { pin, provider }
+        Self {
+            pin,
+            handshake: AcceptAnyServerCert::new(provider.clone()),
+            provider,
+        }
     }
 }
 
@@ -67,12 +76,7 @@ impl ServerCertVerifier for PinnedCaVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.handshake.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -81,17 +85,10 @@ impl ServerCertVerifier for PinnedCaVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.handshake.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.handshake.supported_verify_schemes()
     }
 }

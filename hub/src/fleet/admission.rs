@@ -41,6 +41,9 @@ impl Fleet {
             ));
         };
         let Some(binding) = registry.key(kid) else {
+            if let Some(found) = self.enrolled.get().and_then(|e| e.lookup(cluster, kid)) {
+                return found.map(|key| (entry.clone(), key));
+            }
             return Err(reject(
                 RejectCode::UnknownKey,
                 format!(
