@@ -12,10 +12,15 @@ use crate::{key_secret, keys as key_file};
 
 /// Flags of `pubkey`.
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
 pub struct PubkeyArgs {
     /// The private key file (from `fleetpulse-agent keygen`).
-    #[arg(long, value_name = "FILE", env = "FLEETPULSE_KEY_FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "FLEETPULSE_KEY_FILE",
+        required_unless_present = "from_secret",
+        conflicts_with = "from_secret"
+    )]
     pub key_file: Option<PathBuf>,
     /// The Secret the agent keeps its key in (Kubernetes mode), as NAMESPACE/NAME, e.g.
     /// `fleetpulse-system/fleetpulse-agent-key`. Read with --kubeconfig, else as kubectl
