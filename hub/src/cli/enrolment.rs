@@ -181,11 +181,11 @@ pub fn token(args: TokenArgs) -> anyhow::Result<String> {
                 |p| p.to_string(),
             );
             Ok(format!(
-                "token:       {token}\nca hash:     {pin}\nenrols:      {}\nexpires:     {}\napproval:    {:?}\n",
+                "token:       {token}\nca hash:     {pin}\nenrols:      {}\nexpires:     {}\napproval:    {}\n",
                 record.scope,
                 Timestamp::from_second(record.expires_unix)
                     .map_or_else(|_| "never".into(), |t| t.to_string()),
-                record.approval,
+                format!("{:?}", record.approval).to_lowercase(),
             ))
         }
         TokenCommand::List(store) => {
