@@ -5,6 +5,7 @@
 
 pub mod eval;
 mod kube_client;
+pub mod pubkey;
 mod signals;
 
 use std::path::PathBuf;
@@ -13,6 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use fleetpulse_common::enrol::pin::CaPin;
+use fleetpulse_common::enrol::token::BootstrapToken;
 use fleetpulse_common::protocol::report::ClusterId;
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +66,9 @@ pub enum Command {
     Run(RunArgs),
     /// Evaluate a MemberCluster's checks against objects from a file, offline.
     Eval(eval::EvalArgs),
+    /// Print the public key of the agent's key (from --key-file or its Secret), as
+    /// MemberCluster spec.agent.publicKeys wants it.
+    Pubkey(pubkey::PubkeyArgs),
 }
 
 /// Flags of `keygen`.
@@ -115,6 +121,22 @@ pub struct RunArgs {
     /// Without it the system roots are.
     #[arg(long, value_name = "FILE", env = "FLEETPULSE_HUB_CA")]
     pub hub_ca: Option<PathBuf>,
+    /// One-time bootstrap token from `fleetpulse-hub token create`: the agent registers its
+    /// key with it (generating the key if --key-file names no file yet, or in its Secret)
+    /// and waits for the hub to trust it before sending heartbeats. Needs --hub-ca-hash.
+    #[arg(long, value_name = "TOKEN", env = "FLEETPULSE_BOOTSTRAP_TOKEN",
+          value_parser = BootstrapToken::parse, requires = "hub_ca_hash")]
+    pub bootstrap_token: Option<BootstrapToken>,
+    /// The hub CA pin `sha256:HEX` that `fleetpulse-hub token create` printed: only a hub
+    /// whose certificate chain holds a CA with this public key is trusted, checked before
+    /// anything is sent. Replaces --hub-ca.
+    #[arg(
+        long,
+        value_name = "sha256:HEX",
+        env = "FLEETPULSE_HUB_CA_HASH",
+        conflicts_with = "hub_ca"
+    )]
+    pub hub_ca_hash: Option<CaPin>,
     /// The hub's identity; must match the hub's --audience.
     #[arg(long, value_name = "AUD", env = "FLEETPULSE_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
     pub audience: String,
@@ -162,7 +184,13 @@ impl RunArgs {
     pub fn into_options(self, key: Option<SigningKey>) -> anyhow::Result<AgentOptions> {
         let key = match (key, &self.key_file) {
             (Some(key), _) => key,
-            (None, Some(file)) => keys::read_key_file(file)?,
+            (None, Some(file)) => {
+                if self.bootstrap_token.is_some() && !file.exists() {
+                    let generated = keys::generate_key_file(file, false)?;
+                    tracing::info!(key_id = %generated.key_id, file = %file.display(), "generated the agent key to enrol with");
+                }
+                keys::read_key_file(file)?
+            }
             (None, None) => anyhow::bail!(
                 "no --key-file, and no Kubernetes API to keep the key in a Secret: pass \
                  --key-file (see `fleetpulse-agent keygen`) or --kubeconfig"
@@ -175,6 +203,7 @@ impl RunArgs {
             .transpose()?;
         let opts = AgentOptions {
             hub_ca_pem,
+            hub_ca_pin: self.hub_ca_hash,
             audience: self.audience,
             cluster_uid: self.cluster_uid,
             interval: Duration::from_secs(self.interval_seconds),
@@ -193,6 +222,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             let generated = keys::generate_key_file(&args.out, args.force)?;
             fleetpulse_common::cli::print(&generated.instructions())
         }
+        Command::Pubkey(args) => fleetpulse_common::cli::print(&pubkey::run(args).await?),
         Command::Eval(args) => {
             let code = eval::run(args).await;
             std::process::exit(code);
@@ -235,9 +265,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 None => None,
             };
             let metrics = engine_options.metrics.clone();
+            let token = args.bootstrap_token.clone();
             let mut opts = args.into_options(key)?;
             let shutdown = CancellationToken::new();
             signals::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGTERM")?;
+            if let Some(token) = token {
+                crate::enrol::enrol(&opts, &token, &shutdown).await?;
+            }
             let checks: Arc<dyn ChecksSource> =
                 Arc::new(CheckEngine::spawn(reader, engine_options, shutdown.clone()));
             opts.checks = checks.clone();

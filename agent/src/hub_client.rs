@@ -176,7 +176,7 @@ mod tests {
         );
         for code in RejectCode::ALL
             .into_iter()
-            .filter(|c| *c != RejectCode::Unavailable)
+            .filter(|c| !matches!(c, RejectCode::Unavailable | RejectCode::RateLimited))
         {
             assert!(!rejected(code, None).is_transient(), "{code}");
         }

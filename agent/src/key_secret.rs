@@ -95,6 +95,31 @@ pub async fn load_or_create(
     }
 }
 
+/// Reads the key from Secret `namespace/name`, which must exist.
+pub async fn read(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<SigningKey, KeySecretError> {
+    let api: Api<Secret> = Api::namespaced(client, namespace);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|source| KeySecretError::Api {
+            namespace: namespace.into(),
+            name: name.into(),
+            source,
+        })?;
+    let Some(secret) = secret else {
+        return Err(KeySecretError::Invalid {
+            namespace: namespace.into(),
+            name: name.into(),
+            problem: "no such Secret (the agent creates it on its first start)".into(),
+        });
+    };
+    parse(&secret, namespace, name)
+}
+
 fn parse(secret: &Secret, namespace: &str, name: &str) -> Result<SigningKey, KeySecretError> {
     let invalid = |problem: String| KeySecretError::Invalid {
         namespace: namespace.into(),

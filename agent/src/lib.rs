@@ -12,6 +12,7 @@
 //! - [`checks`]: the seam where the check engine plugs its results in.
 //! - [`hub_client`]: the hub behind a small trait, with the reqwest implementation.
 //! - [`tls`]: the rustls client configuration (pinned CA bundle or system roots).
+//! - [`enrol`]: registering the key with a bootstrap token, over TLS to a pinned CA.
 //! - [`keys`]: `keygen` and reading the private key file.
 //! - [`key_secret`]: the key kept in a Secret when no key file is given; the cluster UID.
 //! - [`serve`]: `--listen`: `/healthz`, `/readyz` and `/metrics` of the agent itself.
@@ -22,6 +23,7 @@
 
 pub mod checks;
 pub mod cli;
+pub mod enrol;
 pub mod error;
 pub mod hub_client;
 pub mod key_secret;

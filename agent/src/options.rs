@@ -45,6 +45,9 @@ pub struct AgentOptions {
     /// PEM bundle of the CAs that may sign the hub's certificate. When set, only these
     /// roots are trusted; when `None`, the system roots are.
     pub hub_ca_pem: Option<Vec<u8>>,
+    /// A pinned hub CA (`--hub-ca-hash`): when set, the CA in the hub's chain matching it
+    /// is trusted instead of `hub_ca_pem` or the system roots.
+    pub hub_ca_pin: Option<fleetpulse_common::enrol::pin::CaPin>,
     /// The hub's identity (`aud` of every report); must match the hub's `--audience`.
     pub audience: String,
     /// UID of the managed cluster, reported as is (empty: unknown).
@@ -68,6 +71,7 @@ impl AgentOptions {
             cluster,
             key,
             hub_ca_pem: None,
+            hub_ca_pin: None,
             audience: DEFAULT_AUDIENCE.to_owned(),
             cluster_uid: String::new(),
             interval: DEFAULT_INTERVAL,
@@ -95,6 +99,7 @@ impl fmt::Debug for AgentOptions {
             .field("cluster", &self.cluster)
             .field("key_id", &KeyId::of(&self.key.verifying_key()).0)
             .field("hub_ca_pem", &self.hub_ca_pem.as_ref().map(|pem| pem.len()))
+            .field("hub_ca_pin", &self.hub_ca_pin)
             .field("audience", &self.audience)
             .field("cluster_uid", &self.cluster_uid)
             .field("interval", &self.interval)

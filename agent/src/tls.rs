@@ -2,7 +2,10 @@
 //!
 //! Always built on the `ring` provider passed explicitly (no process-wide default
 //! provider is needed or installed). With a CA bundle (`--hub-ca`) only those roots are
-//! trusted; without one, the system roots are (via `rustls-native-certs`).
+//! trusted; without one, the system roots are (via `rustls-native-certs`). With a pin
+//! (`--hub-ca-hash`), the CA the hub presents is trusted if it matches ([`pinned`]).
+
+pub mod pinned;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -119,6 +122,22 @@ pub fn client_config_with_roots(roots: RootCertStore) -> Result<ClientConfig, Tl
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
         .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A client configuration trusting the CA in the hub's chain that matches `pin`.
+pub fn pinned_client_config(
+    pin: fleetpulse_common::enrol::pin::CaPin,
+) -> Result<ClientConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(pinned::PinnedCaVerifier::new(pin, provider.clone()));
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Config)?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)

@@ -3,6 +3,8 @@
 //! - [`api`]: the Kubernetes API types (`fleetpulse.io/v1alpha1` CRDs) and their validation.
 //! - [`protocol`]: the signed heartbeat protocol: report and answer types, JWS signing and
 //!   strict verification, key ids, the replay rules and the size limits.
+//! - [`enrol`]: bootstrap tokens, the hub CA pin, registration and rotation messages,
+//!   and the key-set rules.
 //! - [`checks`]: selector templates, label-selector strings, resolved resource queries.
 //! - [`selector`]: Kubernetes label-selector matching.
 //! - [`duration`]: Go-style duration strings (`10m`, `1h30m`) as used in check specs.
@@ -14,6 +16,7 @@ pub mod api;
 pub mod checks;
 pub mod cli;
 pub mod duration;
+pub mod enrol;
 pub mod lua;
 pub mod protocol;
 pub mod selector;

@@ -6,7 +6,8 @@
 //!    read, and the body is read only up to the limit;
 //! 2. **media type**: `application/jose`;
 //! 3. **JWS shape**: compact serialization, `alg`, `typ` and `kid` header rules;
-//! 4. **key**: known, bound to the cluster in the URL, not revoked;
+//! 4. **key**: known (listed in a MemberCluster, or enrolled with a bootstrap token),
+//!    bound to the cluster in the URL, not revoked;
 //! 5. **signature**: verified with that key (in a batch of concurrent heartbeats, or
 //!    strictly one by one);
 //! 6. **parse**: the signed payload is a well-formed report or request;
@@ -37,6 +38,7 @@ use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 pub use batch::{BatchSettings, BatchVerifier};
 pub use refusal::Refusal;
 
+use crate::enrolment::EnrolledKeys;
 use crate::fleet::{ClusterEntry, Registry};
 
 /// A request that passed every step but the replay rule: its cluster, the key id that
@@ -74,6 +76,7 @@ impl Admission {
     pub async fn heartbeat(
         &self,
         registry: &Registry,
+        enrolled: Option<&dyn EnrolledKeys>,
         cluster: &ClusterId,
         headers: &HeaderMap,
         body: Body,
@@ -82,7 +85,7 @@ impl Admission {
         steps::media_type(headers)?;
         let body = steps::read_body(body).await?;
         let unverified = steps::jws_shape(&body, TYP_HEARTBEAT)?;
-        let (entry, key) = steps::key(registry, cluster, unverified.kid())?;
+        let (entry, key) = steps::key(registry, enrolled, cluster, unverified.kid())?;
         let verified = match &self.batch {
             Some(batch) => {
                 // The signing input is a part of `body`: shared, not copied.
@@ -106,12 +109,13 @@ impl Admission {
     pub fn config(
         &self,
         registry: &Registry,
+        enrolled: Option<&dyn EnrolledKeys>,
         cluster: &ClusterId,
         headers: &HeaderMap,
     ) -> Result<Admitted<ConfigRequest>, Refusal> {
         let token = steps::authorization(headers)?;
         let unverified = steps::jws_shape(token.as_bytes(), TYP_CONFIG_REQUEST)?;
-        let (entry, key) = steps::key(registry, cluster, unverified.kid())?;
+        let (entry, key) = steps::key(registry, enrolled, cluster, unverified.kid())?;
         let verified = strict(&unverified, &key);
         let payload = steps::signature(&unverified, verified)?;
         let request: ConfigRequest = steps::parse(&payload)?;

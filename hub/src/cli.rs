@@ -1,6 +1,7 @@
 //! The `fleetpulse-hub` command line: `serve`, `crds`, `get`, `describe`.
 
 pub mod describe;
+pub mod enrolment;
 pub mod get;
 mod hub_api;
 
@@ -58,6 +59,12 @@ pub enum Command {
     /// Show one MemberCluster in full from a running hub: conditions, checks, keys, sets,
     /// recent transitions.
     Describe(describe::DescribeArgs),
+    /// Bootstrap tokens agents enrol with: create, list, revoke.
+    Token(enrolment::TokenArgs),
+    /// Approve a cluster's pending registration (tokens created with --approval manual).
+    Approve(enrolment::ApproveArgs),
+    /// Enrolled keys: revoke.
+    Key(enrolment::KeyArgs),
 }
 
 /// `serve` flags.
@@ -268,6 +275,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Get(args) => get::run(args).await,
+        Command::Token(args) => fleetpulse_common::cli::print(&enrolment::token(args)?),
+        Command::Approve(args) => fleetpulse_common::cli::print(&enrolment::approve(args)?),
+        Command::Key(args) => fleetpulse_common::cli::print(&enrolment::key(args)?),
         Command::Describe(args) => describe::run(args).await,
         Command::Serve(args) => {
             let mut options = args.options();

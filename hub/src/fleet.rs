@@ -89,6 +89,8 @@ pub struct Fleet {
     hub_objects: RwLock<Arc<Vec<serde_json::Value>>>,
     /// Each cluster's recent condition transitions, for `describe`.
     transitions: Mutex<transitions::TransitionLog>,
+    /// Keys enrolled with bootstrap tokens, consulted for keys no spec lists.
+    enrolled: std::sync::OnceLock<Arc<dyn crate::enrolment::EnrolledKeys>>,
 }
 
 impl Fleet {
@@ -111,7 +113,18 @@ impl Fleet {
             states: Mutex::new(HashMap::new()),
             hub_objects: RwLock::new(Arc::new(Vec::new())),
             transitions: Mutex::new(Default::default()),
+            enrolled: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Has the heartbeat path also accept keys enrolled with bootstrap tokens (set once).
+    pub fn use_enrolled_keys(&self, keys: Arc<dyn crate::enrolment::EnrolledKeys>) {
+        let _ = self.enrolled.set(keys);
+    }
+
+    /// The keys enrolled with bootstrap tokens, if enrolment is on.
+    pub fn enrolled_keys(&self) -> Option<&dyn crate::enrolment::EnrolledKeys> {
+        self.enrolled.get().map(|k| k.as_ref())
     }
 
     /// Seeds runtime state from the store at start. Every restored cluster gets a full

@@ -9,6 +9,7 @@
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes), glue around it.
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
+//! - [`enrolment`]: bootstrap tokens, registration and rotation of agent keys.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
@@ -20,6 +21,7 @@ pub mod admission;
 pub mod cli;
 pub mod core;
 pub mod embedded;
+pub mod enrolment;
 pub mod fleet;
 pub mod ids;
 pub mod ingest;

@@ -59,6 +59,9 @@ pub enum HubError {
     /// Another replica took the lease; this one stopped without writing more.
     #[error("another hub replica took the lease; this replica stopped without writing more")]
     LostLeadership,
+    /// The enrolment store could not be opened.
+    #[error(transparent)]
+    Enrolment(#[from] crate::enrolment::store::EnrolStoreError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -218,6 +221,7 @@ impl Starting {
             fleet: fleet.clone(),
             admission: Arc::new(admission),
         });
+        let app = crate::enrolment::serve(&opts, &fleet, app)?;
         router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),

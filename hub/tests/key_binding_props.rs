@@ -56,7 +56,7 @@ fn lookup(
     ),
     ErrorBody,
 > {
-    steps::key(&fleet.registry(), cluster, kid).map_err(|refusal| refusal.0)
+    steps::key(&fleet.registry(), fleet.enrolled_keys(), cluster, kid).map_err(|refusal| refusal.0)
 }
 
 fn kid(key: &SigningKey) -> String {

@@ -13,7 +13,7 @@
 //!   hub's, Secrets only namespaced for the agent, pods created only in the checks
 //!   namespace);
 //! - the CRDs helm installs are the ones the Rust types generate;
-//! - the NOTES' public-key command prints the key the agent generated, and every command
+//! - the NOTES' public-key command is the agent's `pubkey` on its key Secret, and every command
 //!   in both charts' NOTES is valid shell as pasted (`bash -n`);
 //! - (`charts/observability.rs`) the dashboard ConfigMap and the PrometheusRule render as
 //!   their values ask, and every metric they (and docs/metrics.md) name is exposed by a

@@ -76,6 +76,8 @@ fn http_hub_is_refused_without_insecure_http() {
         key_secret: "fleetpulse-agent-key".into(),
         agent_namespace: "fleetpulse-system".into(),
         hub_ca: None,
+        bootstrap_token: None,
+        hub_ca_hash: None,
         audience: DEFAULT_AUDIENCE.into(),
         cluster_uid: String::new(),
         interval_seconds: 10,
@@ -114,4 +116,15 @@ fn listen_takes_an_address_and_is_off_by_default() {
         Some("[::]:9090".parse().unwrap())
     );
     assert!(Cli::try_parse_from(base.iter().chain(&["--listen", "9090"])).is_err());
+}
+
+#[test]
+fn pubkey_takes_a_key_file_or_a_secret_with_a_kubeconfig() {
+    let parse = |args: &[&str]| {
+        Cli::try_parse_from(["fleetpulse-agent", "pubkey"].iter().chain(args)).map(|_| ())
+    };
+    assert!(parse(&["--key-file", "k.pem", "--yaml"]).is_ok());
+    assert!(parse(&["--from-secret", "ns/name", "--kubeconfig", "kc"]).is_ok());
+    assert!(parse(&[]).is_err());
+    assert!(parse(&["--key-file", "k.pem", "--from-secret", "ns/name"]).is_err());
 }

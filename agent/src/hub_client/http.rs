@@ -15,6 +15,7 @@ use crate::Url;
 use crate::error::AgentError;
 use crate::options::{AgentOptions, endpoint, validate_hub_url};
 use crate::tls;
+use fleetpulse_common::enrol::pin::CaPin;
 
 /// How much of an unexpected error body ends up in the error.
 const MAX_ERROR_BODY_CHARS: usize = 512;
@@ -28,6 +29,7 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug)]
 pub struct HttpHubClient {
     client: Client,
+    hub: Url,
     heartbeat_url: Url,
     config_url: Url,
 }
@@ -42,12 +44,24 @@ impl HttpHubClient {
         hub_ca_pem: Option<&[u8]>,
         allow_insecure_http: bool,
     ) -> Result<Self, AgentError> {
+        Self::with_tls(hub, cluster, hub_ca_pem, None, allow_insecure_http)
+    }
+
+    /// As [`Self::new`], trusting the CA matching `hub_ca_pin` when given.
+    pub fn with_tls(
+        hub: &Url,
+        cluster: &ClusterId,
+        hub_ca_pem: Option<&[u8]>,
+        hub_ca_pin: Option<CaPin>,
+        allow_insecure_http: bool,
+    ) -> Result<Self, AgentError> {
         validate_hub_url(hub, allow_insecure_http)?;
         let https = hub.scheme() == "https";
-        let tls = match (https, hub_ca_pem) {
+        let tls = match (https, hub_ca_pem, hub_ca_pin) {
+            (_, _, Some(pin)) => tls::pinned_client_config(pin)?,
             // Plain HTTP never handshakes; do not require system roots for it.
-            (false, None) => tls::client_config_with_roots(RootCertStore::empty())?,
-            (_, ca) => tls::client_config(ca)?,
+            (false, None, None) => tls::client_config_with_roots(RootCertStore::empty())?,
+            (_, ca, None) => tls::client_config(ca)?,
         };
         // Connections are kept between heartbeats (TCP keepalive holds NAT entries open
         // and finds dead peers), and rustls resumes TLS sessions (its default in-memory
@@ -69,6 +83,7 @@ impl HttpHubClient {
         })?;
         Ok(Self {
             client,
+            hub: hub.clone(),
             heartbeat_url: endpoint(hub, &heartbeat_path(&cluster.namespace, &cluster.name)),
             config_url: endpoint(hub, &config_path(&cluster.namespace, &cluster.name)),
         })
@@ -77,12 +92,30 @@ impl HttpHubClient {
     /// The client for an agent's options (validated first).
     pub fn for_agent(opts: &AgentOptions) -> Result<Self, AgentError> {
         opts.validate()?;
-        Self::new(
+        Self::with_tls(
             &opts.hub,
             &opts.cluster,
             opts.hub_ca_pem.as_deref(),
+            opts.hub_ca_pin,
             opts.allow_insecure_http,
         )
+    }
+
+    /// POSTs `body` as JSON to `path` of the hub and returns the status and decoded answer
+    /// (enrolment and rotation).
+    pub async fn post_json<B: serde::Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<(u16, T), HubError> {
+        let url = endpoint(&self.hub, path);
+        let request = self
+            .client
+            .post(url.clone())
+            .header(ACCEPT, "application/json")
+            .json(body);
+        exchange_with_status(request, timeout, &url, "enrolment answer").await
     }
 
     /// The URL heartbeats are POSTed to.
@@ -132,6 +165,18 @@ async fn exchange<T: DeserializeOwned>(
     url: &Url,
     expected: &'static str,
 ) -> Result<T, HubError> {
+    exchange_with_status(request, timeout, url, expected)
+        .await
+        .map(|(_, t)| t)
+}
+
+/// As [`exchange`], also returning the success status.
+async fn exchange_with_status<T: DeserializeOwned>(
+    request: RequestBuilder,
+    timeout: Duration,
+    url: &Url,
+    expected: &'static str,
+) -> Result<(u16, T), HubError> {
     let unreachable = |source: reqwest::Error| HubError::Unreachable {
         url: url.to_string(),
         source: Box::new(source.without_url()),
@@ -140,11 +185,13 @@ async fn exchange<T: DeserializeOwned>(
     let status = response.status();
     let body = response.bytes().await.map_err(unreachable)?;
     if status.is_success() {
-        return serde_json::from_slice(&body).map_err(|source| HubError::BadAnswer {
-            url: url.to_string(),
-            expected,
-            source,
-        });
+        return serde_json::from_slice(&body)
+            .map(|t| (status.as_u16(), t))
+            .map_err(|source| HubError::BadAnswer {
+                url: url.to_string(),
+                expected,
+                source,
+            });
     }
     let status = status.as_u16();
     match serde_json::from_slice::<ErrorBody>(&body) {

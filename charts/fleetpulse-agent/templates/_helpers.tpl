@@ -92,3 +92,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* Name of the Secret holding the bootstrap token, empty when there is none. */}}
+{{- define "fleetpulse-agent.bootstrapSecret" -}}
+{{- if and (or .Values.bootstrap.token .Values.bootstrap.existingSecret) (not .Values.hub.caHash) }}
+{{- fail "bootstrap.token and bootstrap.existingSecret need hub.caHash: the sha256:HEX that `fleetpulse-hub token create` printed" }}
+{{- end }}
+{{- if .Values.bootstrap.token }}
+{{- printf "%s-bootstrap" (include "fleetpulse-agent.fullname" .) }}
+{{- else }}
+{{- .Values.bootstrap.existingSecret }}
+{{- end }}
+{{- end }}

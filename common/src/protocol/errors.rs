@@ -39,6 +39,27 @@ pub enum RejectCode {
     StaleSequence,
     /// The hub is shutting down or not yet ready.
     Unavailable,
+    /// Enrolment: no bootstrap token with that id and secret (the same answer for an
+    /// unknown id and a wrong secret, so guessing learns nothing).
+    InvalidToken,
+    /// Enrolment: the token's time to live has passed.
+    TokenExpired,
+    /// Enrolment: the token was already used (tokens are single-use).
+    TokenUsed,
+    /// Enrolment: the token was revoked on the hub.
+    TokenRevoked,
+    /// Enrolment: the token is bound to another cluster (or namespace and name pattern).
+    TokenNotForCluster,
+    /// Enrolment: too many attempts from this source or for this token id.
+    RateLimited,
+    /// Enrolment or rotation: the message is not signed by the key it carries.
+    BadProofOfPossession,
+    /// Enrolment or rotation: the request body is not a well-formed message.
+    MalformedEnrolment,
+    /// Enrolment or rotation: the public key is already bound to a cluster.
+    KeyInUse,
+    /// Rotation: signed by a key that is no longer current (retired after an overlap).
+    KeyRetired,
 }
 
 impl RejectCode {
@@ -60,6 +81,16 @@ impl RejectCode {
             RejectCode::Replayed => "replayed",
             RejectCode::StaleSequence => "stale_sequence",
             RejectCode::Unavailable => "unavailable",
+            RejectCode::InvalidToken => "invalid_token",
+            RejectCode::TokenExpired => "token_expired",
+            RejectCode::TokenUsed => "token_used",
+            RejectCode::TokenRevoked => "token_revoked",
+            RejectCode::TokenNotForCluster => "token_not_for_cluster",
+            RejectCode::RateLimited => "rate_limited",
+            RejectCode::BadProofOfPossession => "bad_proof_of_possession",
+            RejectCode::MalformedEnrolment => "malformed_enrolment",
+            RejectCode::KeyInUse => "key_in_use",
+            RejectCode::KeyRetired => "key_retired",
         }
     }
 
@@ -78,17 +109,24 @@ impl RejectCode {
             RejectCode::ReportExpired => 401,
             RejectCode::Replayed | RejectCode::StaleSequence => 409,
             RejectCode::Unavailable => 503,
+            RejectCode::InvalidToken | RejectCode::TokenExpired => 401,
+            RejectCode::BadProofOfPossession => 401,
+            RejectCode::TokenRevoked | RejectCode::TokenNotForCluster => 403,
+            RejectCode::KeyRetired => 403,
+            RejectCode::TokenUsed | RejectCode::KeyInUse => 409,
+            RejectCode::MalformedEnrolment => 400,
+            RejectCode::RateLimited => 429,
         }
     }
 
     /// Whether retrying the same logical request later may succeed (the agent backs off
     /// and retries); other rejections need a fix on one side and are logged as errors.
     pub fn is_transient(self) -> bool {
-        matches!(self, RejectCode::Unavailable)
+        matches!(self, RejectCode::Unavailable | RejectCode::RateLimited)
     }
 
     /// Every code, for docs and exhaustive tests.
-    pub const ALL: [RejectCode; 15] = [
+    pub const ALL: [RejectCode; 25] = [
         RejectCode::BodyTooLarge,
         RejectCode::UnsupportedMediaType,
         RejectCode::MalformedJws,
@@ -104,6 +142,16 @@ impl RejectCode {
         RejectCode::Replayed,
         RejectCode::StaleSequence,
         RejectCode::Unavailable,
+        RejectCode::InvalidToken,
+        RejectCode::TokenExpired,
+        RejectCode::TokenUsed,
+        RejectCode::TokenRevoked,
+        RejectCode::TokenNotForCluster,
+        RejectCode::RateLimited,
+        RejectCode::BadProofOfPossession,
+        RejectCode::MalformedEnrolment,
+        RejectCode::KeyInUse,
+        RejectCode::KeyRetired,
     ];
 }
 

@@ -16,6 +16,7 @@ use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, jws};
 
 use super::Refusal;
+use crate::enrolment::EnrolledKeys;
 use crate::fleet::{ClusterEntry, Registry};
 
 fn too_large() -> Refusal {
@@ -97,10 +98,11 @@ pub fn jws_shape<'a>(body: &'a [u8], typ: &str) -> Result<jws::Unverified<'a>, R
     jws::parse(compact, typ).map_err(|e| Refusal::new(RejectCode::MalformedJws, e.to_string()))
 }
 
-/// Step 4: the cluster exists, and the key `kid` exists, is bound to it and is not
-/// revoked. Returns the cluster's entry and the key.
+/// Step 4: the cluster exists, and the key `kid` exists (listed in a spec, or else
+/// `enrolled`), is bound to it and is not revoked. Returns the cluster's entry and the key.
 pub fn key(
     registry: &Registry,
+    enrolled: Option<&dyn EnrolledKeys>,
     cluster: &ClusterId,
     kid: &str,
 ) -> Result<(Arc<ClusterEntry>, VerifyingKey), Refusal> {
@@ -113,6 +115,9 @@ pub fn key(
         ));
     };
     let Some(binding) = registry.key(kid) else {
+        if let Some(found) = enrolled.and_then(|e| e.lookup(cluster, kid)) {
+            return found.map(|key| (entry.clone(), key)).map_err(Refusal::from);
+        }
         return Err(Refusal::new(
             RejectCode::UnknownKey,
             format!(

@@ -28,7 +28,13 @@ pub async fn heartbeat(
     let registry = state.fleet.registry();
     let admitted = state
         .admission
-        .heartbeat(&registry, &cluster, &headers, body)
+        .heartbeat(
+            &registry,
+            state.fleet.enrolled_keys(),
+            &cluster,
+            &headers,
+            body,
+        )
         .await;
     let result = admitted.and_then(|a| state.fleet.accept(&a, now, Timestamp::now()));
     state.fleet.metrics().heartbeat(outcome(&result));
@@ -49,7 +55,7 @@ pub async fn config(
     let registry = state.fleet.registry();
     let result = state
         .admission
-        .config(&registry, &cluster, &headers)
+        .config(&registry, state.fleet.enrolled_keys(), &cluster, &headers)
         .map(|a| state.fleet.config(&a.entry));
     state.fleet.metrics().config_request(outcome(&result));
     if let Err(refusal) = &result {

@@ -30,7 +30,10 @@ pub(super) async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        // The peer's address, for the enrolment endpoints' rate limit per source.
+        let app = app
+            .clone()
+            .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {

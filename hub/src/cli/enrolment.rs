@@ -1,0 +1,262 @@
+//! The enrolment commands: `token create|list|revoke`, `approve`, `key revoke`. In
+//! embedded mode they open the hub's enrolment store under `--data` directly, so whoever
+//! may write the hub's data directory administers enrolment (the file is the credential;
+//! keep the directory mode 0700, owned by the hub's user). The running hub sees their
+//! changes within a second.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use k8s_openapi::jiff::Timestamp;
+
+use fleetpulse_common::enrol::keyset::KeyState;
+use fleetpulse_common::enrol::pin::CaPin;
+use fleetpulse_common::enrol::token::{Approval, BootstrapToken, TokenRecord, TokenScope};
+use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::enrolment::store::EnrolStore;
+
+/// Where the enrolment store is.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The hub's data directory (its `serve --data`).
+    #[arg(long, env = "FLEETPULSE_DATA")]
+    pub data: PathBuf,
+}
+
+impl StoreArgs {
+    fn open(&self) -> anyhow::Result<EnrolStore> {
+        if !self.data.is_dir() {
+            anyhow::bail!(
+                "--data {} is not a directory; pass the hub's data directory (serve --data)",
+                self.data.display()
+            );
+        }
+        Ok(EnrolStore::open(&self.data)?)
+    }
+}
+
+/// `token`: bootstrap tokens.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+/// The `token` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a one-time token for a cluster (or a namespace and name pattern); prints the
+    /// token and the hub CA hash the agent pins.
+    Create(CreateArgs),
+    /// List tokens (ids, scope, expiry, use; never secrets).
+    List(StoreArgs),
+    /// Revoke a token by id.
+    Revoke {
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The token id (the part before the dot).
+        id: String,
+    },
+}
+
+/// Flags of `token create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The MemberCluster the token enrols.
+    #[arg(long, value_name = "NAMESPACE/NAME", env = "FLEETPULSE_TOKEN_CLUSTER",
+          value_parser = ClusterId::parse, required_unless_present = "name_pattern")]
+    pub cluster: Option<ClusterId>,
+    /// Instead of one cluster: any cluster in --namespace whose name matches this pattern
+    /// (`*` matches any run of characters), e.g. `edge-*`.
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        env = "FLEETPULSE_TOKEN_NAME_PATTERN",
+        requires = "namespace",
+        conflicts_with = "cluster"
+    )]
+    pub name_pattern: Option<String>,
+    /// Namespace for --name-pattern.
+    #[arg(long, env = "FLEETPULSE_TOKEN_NAMESPACE", requires = "name_pattern")]
+    pub namespace: Option<String>,
+    /// How long the token is valid, e.g. `1h`, `30m`.
+    #[arg(long, env = "FLEETPULSE_TOKEN_TTL", default_value = "1h",
+          value_parser = fleetpulse_common::duration::parse)]
+    pub ttl: Duration,
+    /// `auto`: the key is trusted on registration; `manual`: it waits for
+    /// `fleetpulse-hub approve NAMESPACE/NAME`.
+    #[arg(long, env = "FLEETPULSE_TOKEN_APPROVAL", value_enum, default_value_t = Approval::Auto)]
+    pub approval: Approval,
+    /// The hub's certificate chain (its `serve --tls-cert`), whose last certificate is the
+    /// CA agents pin; its hash is printed with the token.
+    #[arg(long, value_name = "FILE", env = "FLEETPULSE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+}
+
+/// Flags of `approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The MemberCluster whose pending registration to approve.
+    #[arg(value_name = "NAMESPACE/NAME", value_parser = ClusterId::parse)]
+    pub cluster: ClusterId,
+}
+
+/// `key`: enrolled keys.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: KeyCommand,
+}
+
+/// The `key` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Revoke an enrolled key: reports signed with it are refused from then on; the agent
+    /// re-enrols only with a new token.
+    Revoke {
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The MemberCluster.
+        #[arg(value_name = "NAMESPACE/NAME", value_parser = ClusterId::parse)]
+        cluster: ClusterId,
+        /// The key id (as `describe` and the agent's log show it).
+        key_id: String,
+    },
+}
+
+/// The CA pin of the last certificate of a PEM chain file.
+pub fn ca_pin_of_chain(path: &Path) -> anyhow::Result<CaPin> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let certs = CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("cannot read --tls-cert {}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("--tls-cert {} is not PEM", path.display()))?;
+    let Some(ca) = certs.last().filter(|_| certs.len() > 1) else {
+        anyhow::bail!(
+            "--tls-cert {} holds no CA certificate after the hub's own: append the CA's \
+             certificate to the file the hub serves, so agents can pin it",
+            path.display()
+        );
+    };
+    Ok(CaPin::of_certificate(ca)?)
+}
+
+/// Runs `token ...`.
+pub fn token(args: TokenArgs) -> anyhow::Result<String> {
+    let now = Timestamp::now().as_second();
+    match args.command {
+        TokenCommand::Create(args) => {
+            let pin = args.tls_cert.as_deref().map(ca_pin_of_chain).transpose()?;
+            let scope = match (args.cluster, args.name_pattern, args.namespace) {
+                (Some(cluster), _, _) => TokenScope::Cluster { cluster },
+                (None, Some(name_pattern), Some(namespace)) => TokenScope::Pattern {
+                    namespace,
+                    name_pattern,
+                },
+                _ => anyhow::bail!(
+                    "pass --cluster NAMESPACE/NAME, or --namespace and --name-pattern"
+                ),
+            };
+            let token = BootstrapToken::generate();
+            let ttl = i64::try_from(args.ttl.as_secs()).unwrap_or(i64::MAX);
+            let record = TokenRecord::new(&token, scope, args.approval, now, ttl);
+            let store = args.store.open()?;
+            store.put_token(&record)?;
+            let pin = pin.map_or_else(
+                || "(pass --tls-cert to print it)".to_owned(),
+                |p| p.to_string(),
+            );
+            Ok(format!(
+                "token:       {token}\nca hash:     {pin}\nenrols:      {}\nexpires:     {}\napproval:    {}\n",
+                record.scope,
+                Timestamp::from_second(record.expires_unix)
+                    .map_or_else(|_| "never".into(), |t| t.to_string()),
+                format!("{:?}", record.approval).to_lowercase(),
+            ))
+        }
+        TokenCommand::List(store) => {
+            let mut out = format!(
+                "{:<8} {:<32} {:<22} {:<8} {}\n",
+                "ID", "ENROLS", "EXPIRES", "APPROVAL", "STATE"
+            );
+            for t in store.open()?.tokens()? {
+                let state = match (&t.used, t.revoked) {
+                    (_, true) => "revoked".to_owned(),
+                    (Some((_, by)), _) => format!("used by {by}"),
+                    (None, _) if t.expires_unix <= now => "expired".to_owned(),
+                    (None, _) => "unused".to_owned(),
+                };
+                let expires = Timestamp::from_second(t.expires_unix)
+                    .map_or_else(|_| "-".into(), |t| t.to_string());
+                out.push_str(&format!(
+                    "{:<8} {:<32} {:<22} {:<8} {state}\n",
+                    t.id,
+                    t.scope.to_string(),
+                    expires,
+                    format!("{:?}", t.approval).to_lowercase(),
+                ));
+            }
+            Ok(out)
+        }
+        TokenCommand::Revoke { store, id } => {
+            let store = store.open()?;
+            let Some(mut record) = store.token(&id)? else {
+                anyhow::bail!("no bootstrap token {id}; `fleetpulse-hub token list` shows them");
+            };
+            record.revoked = true;
+            store.put_token(&record)?;
+            Ok(format!("token {id} revoked\n"))
+        }
+    }
+}
+
+/// Runs `approve`.
+pub fn approve(args: ApproveArgs) -> anyhow::Result<String> {
+    let mut store = args.store.open()?;
+    let mut keyset = store.keyset(&args.cluster)?;
+    let Some(kid) = keyset.approve(Timestamp::now().as_second()) else {
+        anyhow::bail!(
+            "no registration of {} awaits approval; the agent registers when it runs with \
+             --bootstrap-token",
+            args.cluster
+        );
+    };
+    store.put(&keyset, None)?;
+    Ok(format!("approved key {kid} of {}\n", args.cluster))
+}
+
+/// Runs `key ...`.
+pub fn key(args: KeyArgs) -> anyhow::Result<String> {
+    let KeyCommand::Revoke {
+        store,
+        cluster,
+        key_id,
+    } = args.command;
+    let mut store = store.open()?;
+    let mut keyset = store.keyset(&cluster)?;
+    if keyset.get(&key_id).map(|k| k.state) == Some(KeyState::Revoked) {
+        return Ok(format!("key {key_id} of {cluster} was already revoked\n"));
+    }
+    if !keyset.revoke(&key_id, Timestamp::now().as_second()) {
+        anyhow::bail!(
+            "{cluster} has no enrolled key {key_id}; a key in spec.agent.publicKeys is revoked \
+             there, with `revoked: true`"
+        );
+    }
+    store.put(&keyset, None)?;
+    Ok(format!("revoked key {key_id} of {cluster}\n"))
+}

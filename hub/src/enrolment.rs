@@ -1,0 +1,243 @@
+//! Enrolment on the hub: bootstrap tokens, registrations, rotations, and the enrolled keys
+//! the heartbeat path consults when a key is not in any `spec.agent.publicKeys`.
+//!
+//! - [`store`]: the embedded store (`enrolment.db` under `--data`), shared with the CLI.
+//! - [`register`]: the registration and rotation rules applied against the store.
+//! - [`routes`]: `POST /v1/enrol` and `POST /v1/rotate`.
+//! - [`limiter`]: limits on refused attempts per source and per token id.
+//!
+//! Enrolled keys are cached in memory; the cache reloads when the store changed (the CLI's
+//! `approve` or `key revoke` from another process), checked at most once a second, so a
+//! revoked key is refused within a second or so.
+
+pub mod limiter;
+pub mod register;
+pub mod routes;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::VerifyingKey;
+use parking_lot::{Mutex, RwLock};
+
+use fleetpulse_common::enrol::keyset::{KeySet, Verdict};
+use fleetpulse_common::protocol::errors::RejectCode;
+use fleetpulse_common::protocol::replay::{Freshness, Rejection};
+use fleetpulse_common::protocol::report::ClusterId;
+
+use limiter::{Limit, Limiter};
+use store::{EnrolStore, EnrolStoreError};
+
+/// Condition type on a MemberCluster that enrols with a token.
+pub const ENROLLED: &str = "Enrolled";
+/// `Enrolled=False` reason: a registration waits for `fleetpulse-hub approve`.
+pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+/// `Enrolled=False` reason: no agent has registered yet.
+pub const AWAITING_ENROLMENT: &str = "AwaitingEnrolment";
+
+/// How often the cache checks the store for changes made by another process.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Keys the heartbeat path accepts beyond `spec.agent.publicKeys`.
+pub trait EnrolledKeys: Send + Sync {
+    /// `None` if `kid` is not enrolled; else the key to verify with, or why it is refused.
+    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>>;
+}
+
+/// What the enrolment rules need from the hub's settings.
+#[derive(Clone, Debug)]
+pub struct EnrolSettings {
+    /// The hub's `--audience`.
+    pub audience: String,
+    /// The freshness window on `iat`/`exp`.
+    pub freshness: Freshness,
+    /// How long the previous key stays accepted after a rotation.
+    pub overlap: Duration,
+    /// Refusals allowed per source address.
+    pub per_source: Limit,
+    /// Refusals allowed per token id.
+    pub per_token: Limit,
+}
+
+impl EnrolSettings {
+    /// Defaults: 10 minutes of overlap, 20 refusals a minute per source, 5 per token id.
+    pub fn new(audience: String, freshness: Freshness) -> Self {
+        let minute = Duration::from_secs(60);
+        Self {
+            audience,
+            freshness,
+            overlap: Duration::from_secs(600),
+            per_source: Limit {
+                refusals: 20,
+                window: minute,
+            },
+            per_token: Limit {
+                refusals: 5,
+                window: minute,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    owner: HashMap<String, ClusterId>,
+    sets: HashMap<ClusterId, KeySet>,
+}
+
+impl Cache {
+    fn of(sets: Vec<KeySet>) -> Self {
+        let mut cache = Cache::default();
+        for set in sets {
+            for k in &set.keys {
+                cache.owner.insert(k.key_id.clone(), set.cluster.clone());
+            }
+            cache.sets.insert(set.cluster.clone(), set);
+        }
+        cache
+    }
+}
+
+/// The hub's enrolment state: the store and the cache of enrolled keys.
+pub struct Enrolment {
+    store: Mutex<EnrolStore>,
+    cache: RwLock<Arc<Cache>>,
+    checked: Mutex<(Instant, i64)>,
+    limits: Mutex<(Limiter, Limiter)>,
+    settings: EnrolSettings,
+}
+
+impl Enrolment {
+    /// Opens the store under `data` and loads the enrolled keys.
+    pub fn open(data: &Path, settings: EnrolSettings) -> Result<Arc<Self>, EnrolStoreError> {
+        let store = EnrolStore::open(data)?;
+        let version = store.data_version()?;
+        let cache = Cache::of(store.keysets()?);
+        Ok(Arc::new(Self {
+            store: Mutex::new(store),
+            cache: RwLock::new(Arc::new(cache)),
+            checked: Mutex::new((Instant::now(), version)),
+            limits: Mutex::new((
+                Limiter::new(settings.per_source),
+                Limiter::new(settings.per_token),
+            )),
+            settings,
+        }))
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &EnrolSettings {
+        &self.settings
+    }
+
+    /// The cluster `kid` is enrolled for, if any.
+    pub fn owner(&self, kid: &str) -> Option<ClusterId> {
+        self.refresh_if_changed();
+        self.cache.read().owner.get(kid).cloned()
+    }
+
+    /// Reloads the cache from the store (after this process wrote to it).
+    fn reload(&self, store: &EnrolStore) -> Result<(), EnrolStoreError> {
+        let cache = Cache::of(store.keysets()?);
+        *self.cache.write() = Arc::new(cache);
+        Ok(())
+    }
+
+    /// Reloads the cache if another process changed the store; checks at most every
+    /// [`RECHECK`]. A store error keeps the cache as it is and is logged.
+    fn refresh_if_changed(&self) {
+        // Heartbeats of enrolled keys all pass here: one of them checks, the others go on.
+        let Some(mut checked) = self.checked.try_lock() else {
+            return;
+        };
+        if checked.0.elapsed() < RECHECK {
+            return;
+        }
+        checked.0 = Instant::now();
+        let store = self.store.lock();
+        let result = store.data_version().and_then(|version| {
+            if version != checked.1 {
+                checked.1 = version;
+                self.reload(&store)?;
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            tracing::error!(%error, "cannot re-read the enrolment store; keeping the enrolled keys as they were");
+        }
+    }
+}
+
+impl EnrolledKeys for Enrolment {
+    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>> {
+        self.refresh_if_changed();
+        let cache = self.cache.read().clone();
+        let owner = cache.owner.get(kid)?;
+        let refuse = |code, message: String| {
+            Some(Err(Rejection {
+                code,
+                message,
+                last_accepted: None,
+            }))
+        };
+        if owner != cluster {
+            return refuse(
+                RejectCode::KeyNotForCluster,
+                format!("key {kid} is enrolled for MemberCluster {owner}, not {cluster}"),
+            );
+        }
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        match cache.sets.get(owner)?.verdict(kid, now)? {
+            Verdict::Accept(key) => Some(Ok(key)),
+            Verdict::Pending => refuse(
+                RejectCode::UnknownKey,
+                format!(
+                    "key {kid} of MemberCluster {cluster} awaits approval; on the hub run \
+                     `fleetpulse-hub approve {cluster}`"
+                ),
+            ),
+            Verdict::Retired => refuse(
+                RejectCode::KeyRetired,
+                format!(
+                    "key {kid} of MemberCluster {cluster} was replaced by a rotation and its \
+                     overlap ended; the agent signs with its new key"
+                ),
+            ),
+            Verdict::Revoked => refuse(
+                RejectCode::KeyRevoked,
+                format!(
+                    "key {kid} of MemberCluster {cluster} is revoked; re-enrol: `fleetpulse-hub \
+                     token create --cluster {cluster}` on the hub, then run the agent with \
+                     --bootstrap-token and a new key"
+                ),
+            ),
+        }
+    }
+}
+
+/// Embedded mode: opens the enrolment store under `--data`, has the fleet accept its keys
+/// and adds the enrolment routes to `app`. Kubernetes mode keeps to pre-shared keys for
+/// now: the routes are absent (agents get 404) and this says so in the log.
+pub fn serve(
+    opts: &crate::server::HubOptions,
+    fleet: &Arc<crate::fleet::Fleet>,
+    app: axum::Router,
+) -> Result<axum::Router, EnrolStoreError> {
+    if opts.kube.is_some() {
+        tracing::info!(
+            "enrolment with bootstrap tokens is available in embedded mode only; in Kubernetes \
+             mode list agent keys in spec.agent.publicKeys"
+        );
+        return Ok(app);
+    }
+    let settings = EnrolSettings::new(opts.audience.clone(), opts.freshness);
+    let enrolment = Enrolment::open(&opts.data, settings)?;
+    fleet.use_enrolled_keys(enrolment.clone());
+    Ok(app.merge(routes::router(enrolment, fleet.clone())))
+}

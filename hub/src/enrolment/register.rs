@@ -1,0 +1,225 @@
+//! The registration and rotation rules applied against the store. Each runs in order,
+//! cheapest first, and writes only once every check passed: rate limits, proof of
+//! possession and freshness, the token, the cluster, the key's uniqueness; then the key
+//! set and the token are written in one transaction.
+
+use std::time::Instant;
+
+use fleetpulse_common::enrol::keyset::KeyState;
+use fleetpulse_common::enrol::message::{
+    Context, EnrolAnswer, EnrolState, RegistrationRequest, RotateAnswer, RotationRequest,
+};
+use fleetpulse_common::enrol::token::{Approval, BootstrapToken, invalid_token_message};
+use fleetpulse_common::protocol::errors::RejectCode;
+use fleetpulse_common::protocol::keys::KeyId;
+use fleetpulse_common::protocol::replay::Rejection;
+
+use super::Enrolment;
+use crate::fleet::Fleet;
+
+fn refuse(code: RejectCode, message: impl Into<String>) -> Rejection {
+    Rejection {
+        code,
+        message: message.into(),
+        last_accepted: None,
+    }
+}
+
+fn internal(e: super::EnrolStoreError) -> Rejection {
+    tracing::error!(error = %e, "enrolment store failed");
+    refuse(
+        RejectCode::Unavailable,
+        "the hub cannot read its enrolment store; try again later",
+    )
+}
+
+impl Enrolment {
+    fn context(&self, now_unix: i64) -> Context<'_> {
+        Context {
+            audience: &self.settings.audience,
+            now_unix,
+            freshness: self.settings.freshness,
+        }
+    }
+
+    /// Handles a registration from `source`: answers `Enrolled` or `AwaitingApproval`.
+    /// A registration already recorded for the same key and token answers as it stands,
+    /// so an agent retrying after a lost answer (or restarted) is not refused.
+    pub fn register(
+        &self,
+        fleet: &Fleet,
+        request: &RegistrationRequest,
+        source: &str,
+        now_unix: i64,
+        now: Instant,
+    ) -> Result<EnrolAnswer, Rejection> {
+        if !self.limits.lock().0.allows(source, now) {
+            return Err(rate_limited(&format!("source {source}")));
+        }
+        // The token id counts only once the registration verified (signed by its key).
+        let mut token_id = None;
+        let result = self.register_checked(fleet, request, now_unix, now, &mut token_id);
+        if let Err(r) = &result
+            && r.code != RejectCode::Unavailable
+        {
+            let mut limits = self.limits.lock();
+            limits.0.refused(source, now);
+            if let Some(id) = token_id {
+                limits.1.refused(&id, now);
+            }
+        }
+        result
+    }
+
+    fn register_checked(
+        &self,
+        fleet: &Fleet,
+        request: &RegistrationRequest,
+        now_unix: i64,
+        now: Instant,
+        token_id: &mut Option<String>,
+    ) -> Result<EnrolAnswer, Rejection> {
+        let (registration, key) = request.verify(self.context(now_unix))?;
+        let cluster = registration.cluster.clone();
+        if !BootstrapToken::is_id(&registration.token_id) {
+            return Err(refuse(RejectCode::InvalidToken, invalid_token_message()));
+        }
+        *token_id = Some(registration.token_id.clone());
+        if !self.limits.lock().1.allows(&registration.token_id, now) {
+            return Err(rate_limited(&format!(
+                "bootstrap token {}",
+                registration.token_id
+            )));
+        }
+        let kid = KeyId::of(&key).0;
+        let mut store = self.store.lock();
+        let Some(mut token) = store.token(&registration.token_id).map_err(internal)? else {
+            return Err(refuse(RejectCode::InvalidToken, invalid_token_message()));
+        };
+        let mut keyset = store.keyset(&cluster).map_err(internal)?;
+        let recorded = keyset
+            .get(&kid)
+            .filter(|k| k.token_id.as_deref() == Some(token.id.as_str()));
+        if let Some(k) = recorded
+            && token.secret_matches(&registration.token_secret)
+        {
+            return match k.state {
+                KeyState::Pending => Ok(pending(&kid, &cluster)),
+                KeyState::Active | KeyState::Overlapping { .. } => {
+                    // Approved by the CLI a moment ago: make sure heartbeats see it now.
+                    self.reload(&store).map_err(internal)?;
+                    Ok(enrolled(&kid, &cluster))
+                }
+                KeyState::Retired | KeyState::Revoked => Err(refuse(
+                    RejectCode::KeyRevoked,
+                    format!(
+                        "key {kid} of {cluster} is no longer trusted; re-enrol with a new key \
+                         and a new token (`fleetpulse-hub token create --cluster {cluster}`)"
+                    ),
+                )),
+            };
+        }
+        token
+            .admit(&registration.token_secret, &cluster, now_unix)
+            .map_err(|r| refuse(r.code, r.message))?;
+        if fleet.registry().cluster(&cluster).is_none() {
+            return Err(refuse(
+                RejectCode::UnknownCluster,
+                format!(
+                    "no MemberCluster {cluster} on this hub; create it (the token is not used up)"
+                ),
+            ));
+        }
+        if fleet.registry().key(&kid).is_some() || self.cache.read().owner.contains_key(&kid) {
+            return Err(refuse(
+                RejectCode::KeyInUse,
+                format!("key {kid} is already bound to a cluster; enrol with a new key"),
+            ));
+        }
+        let manual = token.approval == Approval::Manual;
+        keyset.register(&key, &token.id, manual, now_unix)?;
+        token.used = Some((now_unix, cluster.clone()));
+        store.put(&keyset, Some(&token)).map_err(internal)?;
+        self.reload(&store).map_err(internal)?;
+        tracing::info!(%cluster, key_id = %kid, token_id = %token.id, manual, "agent registered");
+        Ok(if manual {
+            pending(&kid, &cluster)
+        } else {
+            enrolled(&kid, &cluster)
+        })
+    }
+
+    /// Handles a rotation: signed by the cluster's active key, with the new key's proof.
+    pub fn rotate(
+        &self,
+        fleet: &Fleet,
+        request: &RotationRequest,
+        now_unix: i64,
+    ) -> Result<RotateAnswer, Rejection> {
+        let signer = request.signer()?;
+        let Some(cluster) = self.owner(&signer) else {
+            return Err(refuse(
+                RejectCode::UnknownKey,
+                format!(
+                    "key {signer} is not an enrolled key; keys listed in spec.agent.publicKeys \
+                     rotate by editing that list"
+                ),
+            ));
+        };
+        let mut store = self.store.lock();
+        let mut keyset = store.keyset(&cluster).map_err(internal)?;
+        let overlap = i64::try_from(self.settings.overlap.as_secs()).unwrap_or(i64::MAX);
+        let mut trial = keyset.clone();
+        let rotated = trial.rotate(request, self.context(now_unix), overlap)?;
+        let new_elsewhere = fleet.registry().key(&rotated.key_id).is_some()
+            || self
+                .cache
+                .read()
+                .owner
+                .get(&rotated.key_id)
+                .is_some_and(|owner| *owner != cluster);
+        if new_elsewhere {
+            return Err(refuse(
+                RejectCode::KeyInUse,
+                format!(
+                    "key {} is already bound to a cluster; rotate to a new key",
+                    rotated.key_id
+                ),
+            ));
+        }
+        if rotated.changed {
+            keyset = trial;
+            store.put(&keyset, None).map_err(internal)?;
+            self.reload(&store).map_err(internal)?;
+            tracing::info!(%cluster, key_id = %rotated.key_id, previous = %rotated.previous_key_id, "agent key rotated");
+        }
+        Ok(RotateAnswer {
+            key_id: rotated.key_id,
+            previous_key_id: rotated.previous_key_id,
+            overlap_until: rotated.overlap_until,
+        })
+    }
+}
+
+fn rate_limited(what: &str) -> Rejection {
+    refuse(
+        RejectCode::RateLimited,
+        format!("too many refused enrolment attempts from {what}; wait a minute and try again"),
+    )
+}
+
+fn pending(kid: &str, cluster: &fleetpulse_common::protocol::report::ClusterId) -> EnrolAnswer {
+    EnrolAnswer {
+        state: EnrolState::AwaitingApproval,
+        key_id: kid.to_owned(),
+        message: format!("registration of {cluster} awaits `fleetpulse-hub approve {cluster}`"),
+    }
+}
+
+fn enrolled(kid: &str, cluster: &fleetpulse_common::protocol::report::ClusterId) -> EnrolAnswer {
+    EnrolAnswer {
+        state: EnrolState::Enrolled,
+        key_id: kid.to_owned(),
+        message: format!("key {kid} is trusted for {cluster}"),
+    }
+}

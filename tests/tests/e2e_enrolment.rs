@@ -1,0 +1,240 @@
+//! Enrolment end to end with the real binaries: `fleetpulse-hub token create` hands out
+//! tokens and the CA hash, agents started with `--bootstrap-token` and `--hub-ca-hash`
+//! enrol (one through `fleetpulse-hub approve`) and become Reachable; a reused token, an
+//! expired token, a token for another cluster, a wrong CA hash and a burst of guessed
+//! tokens are each refused with a clear error and a stable code, and change nothing.
+
+use std::time::Duration;
+
+use fleetpulse_common::api::condition::{REACHABLE, Status};
+use fleetpulse_common::enrol::message::RegistrationRequest;
+use fleetpulse_common::enrol::token::BootstrapToken;
+use fleetpulse_common::protocol::keys;
+use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_tests::embedded_hub::EmbeddedHub;
+use fleetpulse_tests::fleet::condition_of;
+use fleetpulse_tests::pki::Pki;
+use fleetpulse_tests::process::{self, Running};
+use fleetpulse_tests::wait::blocking_until;
+
+const DEADLINE: Duration = Duration::from_secs(40);
+
+struct Env {
+    dir: tempfile::TempDir,
+    chain: String,
+    hub: EmbeddedHub,
+}
+
+impl Env {
+    fn path(&self, p: &str) -> String {
+        self.dir.path().join(p).display().to_string()
+    }
+
+    fn hub_cli(&self, args: &[&str]) -> anyhow::Result<String> {
+        let data = self.path("data");
+        let mut all = args.to_vec();
+        all.extend(["--data", &data]);
+        Ok(String::from_utf8(
+            process::run("fleetpulse-hub", &all)?.stdout,
+        )?)
+    }
+
+    /// `token create`; returns the token and the CA hash it printed.
+    fn token(&self, extra: &[&str]) -> anyhow::Result<(String, String)> {
+        let mut args = vec!["token", "create", "--tls-cert", &self.chain];
+        args.extend_from_slice(extra);
+        let out = self.hub_cli(&args)?;
+        let field = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+                .ok_or_else(|| anyhow::anyhow!("token create printed no {name} {out}"))
+        };
+        Ok((field("token:")?, field("ca hash:")?))
+    }
+
+    fn agent(&self, label: &str, cluster: &str, token: &str, pin: &str) -> anyhow::Result<Running> {
+        let key = self.path(&format!("{label}.pem"));
+        Running::spawn_logged(
+            "fleetpulse-agent",
+            label,
+            &[
+                "run",
+                "--hub",
+                &self.hub.server,
+                "--cluster",
+                cluster,
+                "--key-file",
+                &key,
+                "--bootstrap-token",
+                token,
+                "--hub-ca-hash",
+                pin,
+                "--interval-seconds",
+                "1",
+            ],
+        )
+    }
+
+    /// Runs an agent that must be refused: it exits with an error naming `code`.
+    fn refused(
+        &self,
+        label: &str,
+        cluster: &str,
+        token: &str,
+        pin: &str,
+        code: &str,
+    ) -> anyhow::Result<()> {
+        let before = self.state()?;
+        let mut agent = self.agent(label, cluster, token, pin)?;
+        blocking_until(&format!("agent {label} to give up"), DEADLINE, || {
+            agent.exited().is_some()
+        })?;
+        let status = agent.exited().expect("exited");
+        anyhow::ensure!(!status.success(), "agent {label} exited successfully");
+        let line = agent.log_line(code);
+        anyhow::ensure!(line.is_some(), "agent {label} did not log {code:?}");
+        anyhow::ensure!(
+            self.state()? == before,
+            "refused agent {label} changed the hub's state"
+        );
+        Ok(())
+    }
+
+    /// What a refusal must not change: the tokens and every cluster's Reachable.
+    fn state(&self) -> anyhow::Result<(String, Vec<Status>)> {
+        let tokens = self.hub_cli(&["token", "list"])?;
+        let clusters = self.hub.clusters().unwrap_or_default();
+        let reachable = ["edge-1", "edge-2", "edge-3"]
+            .iter()
+            .map(|n| condition_of(&clusters, &ClusterId::new("fleet", *n), REACHABLE))
+            .collect();
+        Ok((tokens, reachable))
+    }
+
+    fn reachable(&self, name: &str) -> bool {
+        self.hub.clusters().is_some_and(|mcs| {
+            condition_of(&mcs, &ClusterId::new("fleet", name), REACHABLE) == Status::True
+        })
+    }
+}
+
+fn start() -> anyhow::Result<Env> {
+    let dir = tempfile::tempdir()?;
+    let mut pki = Pki::generate(dir.path())?;
+    // The hub serves its CA after its own certificate, so agents can pin it.
+    let chain = dir.path().join("hub-chain.pem");
+    let pem = std::fs::read_to_string(&pki.server_cert)? + &std::fs::read_to_string(&pki.ca_cert)?;
+    std::fs::write(&chain, pem)?;
+    pki.server_cert = chain.clone();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests)?;
+    for name in ["edge-1", "edge-2", "edge-3"] {
+        std::fs::write(
+            manifests.join(format!("{name}.yaml")),
+            format!(
+                "apiVersion: fleetpulse.io/v1alpha1\nkind: MemberCluster\nmetadata: {{name: {name}, namespace: fleet}}\n\
+                 spec:\n  heartbeat: {{intervalSeconds: 1, gracePeriodSeconds: 5}}\n"
+            ),
+        )?;
+    }
+    let hub = EmbeddedHub::spawn(&manifests, &dir.path().join("data"), &pki, &[])?;
+    blocking_until("the hub to serve its read API", DEADLINE, || {
+        hub.clusters().is_some()
+    })?;
+    Ok(Env {
+        chain: chain.display().to_string(),
+        dir,
+        hub,
+    })
+}
+
+#[test]
+fn agents_enrol_with_tokens_and_bad_tokens_or_a_wrong_ca_hash_are_refused_without_a_trace()
+-> anyhow::Result<()> {
+    let env = start()?;
+    let (t1, pin) = env.token(&["--cluster", "fleet/edge-1"])?;
+    let (t2, _) = env.token(&["--cluster", "fleet/edge-2"])?;
+    let (t3, _) = env.token(&["--cluster", "fleet/edge-3", "--approval", "manual"])?;
+    let _a1 = env.agent("edge-1", "fleet/edge-1", &t1, &pin)?;
+    let _a2 = env.agent("edge-2", "fleet/edge-2", &t2, &pin)?;
+    let a3 = env.agent("edge-3", "fleet/edge-3", &t3, &pin)?;
+    blocking_until("edge-1 and edge-2 Reachable", DEADLINE, || {
+        env.reachable("edge-1") && env.reachable("edge-2")
+    })?;
+    blocking_until("edge-3 to say it awaits approval", DEADLINE, || {
+        a3.log_line("awaits approval").is_some()
+    })?;
+    assert!(!env.reachable("edge-3"), "edge-3 reports before approval");
+    env.hub_cli(&["approve", "fleet/edge-3"])?;
+    blocking_until("edge-3 Reachable after approval", DEADLINE, || {
+        env.reachable("edge-3")
+    })?;
+
+    // Refusals, each with its stable code and no change on the hub.
+    env.refused("reused", "fleet/edge-1", &t1, &pin, "token_used")?;
+    let (expired, _) = env.token(&["--cluster", "fleet/edge-1", "--ttl", "0s"])?;
+    env.refused("expired", "fleet/edge-1", &expired, &pin, "token_expired")?;
+    let (other, _) = env.token(&["--cluster", "fleet/edge-2"])?;
+    env.refused(
+        "foreign",
+        "fleet/edge-1",
+        &other,
+        &pin,
+        "token_not_for_cluster",
+    )?;
+    let wrong_pin = format!("sha256:{}", "0".repeat(64));
+    let (fresh, _) = env.token(&["--cluster", "fleet/edge-1"])?;
+    env.refused(
+        "wrong-ca",
+        "fleet/edge-1",
+        &fresh,
+        &wrong_pin,
+        "matching --hub-ca-hash",
+    )?;
+
+    // A burst of guessed tokens from one source: refused as invalid, then cut off.
+    let before = env.state()?;
+    let codes = guess_tokens(&env, 30)?;
+    assert!(
+        codes.iter().take(10).all(|c| c == "invalid_token"),
+        "{codes:?}"
+    );
+    assert!(codes.iter().any(|c| c == "rate_limited"), "{codes:?}");
+    assert!(
+        codes
+            .iter()
+            .all(|c| c == "invalid_token" || c == "rate_limited"),
+        "{codes:?}"
+    );
+    assert_eq!(env.state()?, before);
+    Ok(())
+}
+
+fn guess_tokens(env: &Env, n: usize) -> anyhow::Result<Vec<String>> {
+    let ca = std::fs::read(&env.hub.ca)?;
+    let tls = fleetpulse_agent::tls::client_config(Some(&ca))?;
+    let url = format!("{}/v1/enrol", env.hub.server);
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .build()?;
+        let mut codes = Vec::new();
+        for _ in 0..n {
+            let key = keys::generate();
+            let opts = fleetpulse_agent::AgentOptions::new(
+                env.hub.server.parse()?,
+                ClusterId::new("fleet", "edge-1"),
+                key.clone(),
+            );
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let registration =
+                fleetpulse_agent::enrol::registration(&opts, &BootstrapToken::generate(), now);
+            let body = RegistrationRequest::sign(&key, &registration);
+            let answer: serde_json::Value =
+                client.post(&url).json(&body).send().await?.json().await?;
+            codes.push(answer["code"].as_str().unwrap_or("none").to_owned());
+        }
+        Ok::<_, anyhow::Error>(codes)
+    })
+}
