@@ -85,15 +85,14 @@ async fn lua_together(
         .iter()
         .map(|(_, c)| c.deadline.unwrap_or(slice))
         .collect();
-    let capped: Vec<LuaCheck> = group
-        .iter()
+    let (dues, capped): (Vec<Due>, Vec<LuaCheck>) = group
+        .into_iter()
         .zip(&own)
-        .map(|((_, c), own)| LuaCheck {
-            deadline: Some((*own).min(slice)),
-            ..c.clone()
+        .map(|((due, mut lua), own)| {
+            lua.deadline = Some((*own).min(slice));
+            (due, lua)
         })
-        .collect();
-    let (dues, lua): (Vec<Due>, Vec<LuaCheck>) = group.into_iter().unzip();
+        .unzip();
     let dues = Arc::new(dues);
     let started = Instant::now();
     let each = {
@@ -112,17 +111,15 @@ async fn lua_together(
         .options
         .metrics
         .check_round(took, started.elapsed(), Some(memory));
-    for (i, (run, lua)) in runs.iter().zip(lua).enumerate() {
-        if needs_own_round(run, own[i], slice) {
-            let again = lua_alone(
-                shared.clone(),
-                reader.clone(),
-                config.clone(),
-                dues[i].clone(),
-                lua,
-            );
-            tokio::spawn(again);
+    for (i, run) in runs.iter().enumerate() {
+        if !needs_own_round(run, own[i], slice) {
+            continue;
         }
+        let Some(lua) = LuaCheck::of(&dues[i].check) else {
+            continue;
+        };
+        let (shared, reader, config) = (shared.clone(), reader.clone(), config.clone());
+        tokio::spawn(lua_alone(shared, reader, config, dues[i].clone(), lua));
     }
 }
 
