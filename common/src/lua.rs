@@ -32,7 +32,8 @@
 //!   `string.dump` and a condition is always compiled from source (bytecode is refused).
 //!   `print` does nothing; `collectgarbage` only answers `"count"`.
 //! - Each evaluation has fresh globals and its own copies of the library tables: what one
-//!   script sets or replaces is invisible to the next.
+//!   script sets or replaces is invisible to the next. Its random sequence is its own too,
+//!   seeded unpredictably: `math.randomseed` affects only the evaluation that calls it.
 //!
 //! # Limits
 //!
@@ -41,6 +42,11 @@
 //! it too) and a memory allowance on top of what the round already holds (converting
 //! objects does not count against it); a failed evaluation frees its garbage, so the next
 //! check of the round runs normally. See [`LuaLimits`].
+//!
+//! Compiling the script is part of its evaluation: a source over [`MAX_SCRIPT_BYTES`] is
+//! refused before it is parsed, the parser allocates from the allowance, and its time
+//! counts against the deadline. An object nested deeper than 64 tables is taken in all the
+//! same; only a script that reads past that depth fails.
 //!
 //! # Result
 //!
@@ -65,6 +71,8 @@ mod conformance_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
+mod isolation_tests;
+#[cfg(test)]
 mod result_tests;
 #[cfg(test)]
 mod tests;
@@ -73,12 +81,28 @@ pub use compat::format_number;
 pub use error::LuaError;
 pub use round::LuaRound;
 
+/// Longest Lua source a check may have (a `condition`, a `healthScript`, a selector's
+/// `evaluate`): 64 KiB. Health scripts people share run to a few KiB; compiling is linear in
+/// the source but runs no deadline hook, so the size is what bounds its time.
+pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+
 /// Compiles a check's Lua source (a `condition`, a `healthScript` or a selector's
 /// `evaluate`) without running it, so bad syntax is refused when a manifest is loaded. The
 /// error is [`LuaError::Syntax`], naming the check and the line (`condition:LINE: ...`).
+/// A source over [`MAX_SCRIPT_BYTES`] is refused before it is parsed ([`LuaError::TooLarge`]),
+/// and compiling may allocate at most the default per-evaluation allowance.
 pub fn compile_check(check: &str, source: &str) -> Result<(), LuaError> {
-    let lua = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::default())
-        .map_err(|source| LuaError::Setup { source })?;
+    if source.len() > MAX_SCRIPT_BYTES {
+        return Err(LuaError::TooLarge {
+            check: check.to_string(),
+            bytes: source.len(),
+        });
+    }
+    let setup = |source| LuaError::Setup { source };
+    let lua =
+        mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::default()).map_err(setup)?;
+    lua.set_memory_limit(lua.used_memory() + LuaLimits::default().memory_bytes)
+        .map_err(setup)?;
     lua.load(source)
         .set_name("=condition")
         .set_mode(mlua::chunk::ChunkMode::Text)

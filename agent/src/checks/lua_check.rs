@@ -1,10 +1,13 @@
 //! Lua checks in the agent: a [`Batch`] planned for this cluster, each distinct query listed
 //! once from the cluster's API, then evaluated on a blocking thread (Lua is CPU work).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use fleetpulse_common::checks::lua_batch::Batch;
+use fleetpulse_common::checks::lua_batch::{Batch, CheckRun};
 pub use fleetpulse_common::checks::lua_batch::{LuaCheck, Script};
 use fleetpulse_common::lua::LuaLimits;
 
@@ -19,34 +22,62 @@ pub async fn run_batch(
     checks: &[LuaCheck],
     limits: LuaLimits,
 ) -> Vec<RunOutcome> {
-    run_batch_measured(reader, cluster, checks, limits).await.0
+    let (runs, _) = run_each(reader, cluster, checks.to_vec(), limits, |_, _| {}).await;
+    runs.into_iter().map(|run| run.outcome).collect()
 }
 
-/// [`run_batch`], also returning the bytes the batch's Lua state held after evaluating.
-pub async fn run_batch_measured(
+/// Runs `checks` as one round and calls `each` with every check's run as soon as it ends
+/// (on the round's thread), exactly once per check, also if the round panics. Returns
+/// every run, in order, and the bytes the round's Lua state held after evaluating.
+pub async fn run_each(
     reader: &impl ResourceReader,
     cluster: &ObjectMeta,
-    checks: &[LuaCheck],
+    checks: Vec<LuaCheck>,
     limits: LuaLimits,
-) -> (Vec<RunOutcome>, usize) {
+    mut each: impl FnMut(usize, &CheckRun) + Send + 'static,
+) -> (Vec<CheckRun>, usize) {
     if checks.is_empty() {
         return (Vec::new(), 0);
     }
-    let batch = Batch::plan(checks.to_vec(), cluster);
+    let count = checks.len();
+    let batch = Batch::plan(checks, cluster);
     let mut listed: Vec<Result<Vec<Value>, String>> = Vec::with_capacity(batch.queries().len());
     for query in batch.queries() {
         listed.push(reader.list(query).await.map_err(|e| e.to_string()));
     }
-    tokio::task::spawn_blocking(move || {
-        let verdicts = batch.evaluate(listed, limits);
-        (verdicts, batch.lua_memory_bytes())
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let mut done = 0;
+        let evaluated = catch_unwind(AssertUnwindSafe(|| {
+            batch.evaluate_each(listed, limits, |i, run| {
+                done = i + 1;
+                each(i, run);
+            })
+        }));
+        let runs = evaluated.unwrap_or_else(|panic| {
+            let reason = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let runs = panicked(count, &reason);
+            for (i, run) in runs.iter().enumerate().skip(done) {
+                each(i, run);
+            }
+            runs
+        });
+        (runs, batch.lua_memory_bytes())
     })
-    .await
-    .unwrap_or_else(|e| {
-        let failed = checks
-            .iter()
-            .map(|_| RunOutcome::fail(format!("Lua evaluation panicked: {e}")))
-            .collect();
-        (failed, 0)
-    })
+    .await;
+    evaluated.unwrap_or_else(|e| (panicked(count, &e.to_string()), 0))
+}
+
+/// `count` failed runs saying the evaluation panicked.
+fn panicked(count: usize, reason: &str) -> Vec<CheckRun> {
+    (0..count)
+        .map(|_| CheckRun {
+            outcome: RunOutcome::fail(format!("Lua evaluation panicked: {reason}")),
+            took: Duration::ZERO,
+            deadline_exceeded: false,
+        })
+        .collect()
 }

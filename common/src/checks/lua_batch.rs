@@ -5,10 +5,11 @@
 //! the selectors' `evaluateCEL` and `evaluate` filters, takes each object into the round
 //! once, and runs every check over its own objects. As in Sveltos, `resources` lists an
 //! object once per selector that selects it. A script error or an exceeded limit fails
-//! only its own check.
+//! only its own check; [`Batch::evaluate_each`] hands out each check's run as soon as it
+//! ends.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -18,6 +19,11 @@ use super::cel::CelFilter;
 use super::query::Query;
 use crate::api::{ClusterCheck, ResourceSelector};
 use crate::lua::{CtxValue, LuaError, LuaLimits, LuaOutcome, LuaRound, ObjectId};
+
+mod run;
+
+pub use run::CheckRun;
+use run::{Failed, finished};
 
 /// What a Lua check runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,35 +123,39 @@ impl Batch {
         listed: Vec<Result<Vec<Value>, String>>,
         limits: LuaLimits,
     ) -> Vec<RunOutcome> {
-        let mut round = match LuaRound::new(limits) {
-            Ok(r) => r,
+        let runs = self.evaluate_each(listed, limits, |_, _| {});
+        runs.into_iter().map(|run| run.outcome).collect()
+    }
+
+    /// [`Batch::evaluate`], calling `each` with every check's run (its index and the run)
+    /// as soon as it ends; returns every run, in order.
+    pub fn evaluate_each(
+        &self,
+        listed: Vec<Result<Vec<Value>, String>>,
+        limits: LuaLimits,
+        mut each: impl FnMut(usize, &CheckRun),
+    ) -> Vec<CheckRun> {
+        let set_up = LuaRound::new(limits).and_then(|mut round| {
+            let selected = self.take_objects(&mut round, listed)?;
+            Ok((round, selected))
+        });
+        let (round, selected) = match set_up {
+            Ok(set_up) => set_up,
             Err(e) => {
-                return self
-                    .checks
-                    .iter()
-                    .map(|_| RunOutcome::fail(e.to_string()))
-                    .collect();
-            }
-        };
-        let selected = match self.take_objects(&mut round, listed) {
-            Ok(selected) => selected,
-            Err(e) => {
-                return self
-                    .checks
-                    .iter()
-                    .map(|_| RunOutcome::fail(e.to_string()))
+                let failed = Failed::new(e.to_string());
+                return (0..self.checks.len())
+                    .map(|i| finished(i, Err(failed.clone()), Duration::ZERO, &mut each))
                     .collect();
             }
         };
         // Sveltos' Lua filters, once per query (named after the first check using it).
-        let mut filtered: HashMap<usize, Result<Vec<ObjectId>, String>> = HashMap::new();
-        let verdicts = self
-            .checks
-            .iter()
-            .zip(&self.resolved)
-            .map(|(check, queries)| {
-                let deadline = check.deadline.unwrap_or(limits.deadline);
-                let queries = queries.as_ref().map_err(Clone::clone)?;
+        let mut filtered: HashMap<usize, Result<Vec<ObjectId>, Failed>> = HashMap::new();
+        let mut runs = Vec::with_capacity(self.checks.len());
+        for (i, (check, queries)) in self.checks.iter().zip(&self.resolved).enumerate() {
+            let started = Instant::now();
+            let deadline = check.deadline.unwrap_or(limits.deadline);
+            let verdict = (|| {
+                let queries = queries.as_ref().map_err(|e| Failed::new(e.clone()))?;
                 let mut per_query = Vec::with_capacity(queries.len());
                 for &index in queries {
                     let ids = filtered
@@ -156,20 +166,13 @@ impl Batch {
                         .clone()?;
                     per_query.push((index, ids));
                 }
-                run(&round, check, &self.queries, &per_query, deadline).map_err(|e| e.to_string())
-            })
-            .map(|verdict: Result<LuaOutcome, String>| match verdict {
-                Ok(o) => RunOutcome {
-                    passing: o.passing,
-                    message: o.message,
-                    success_rate_percent: None,
-                },
-                Err(e) => RunOutcome::fail(e),
-            });
-        let verdicts: Vec<RunOutcome> = verdicts.collect();
+                Ok(run(&round, check, &self.queries, &per_query, deadline)?)
+            })();
+            runs.push(finished(i, verdict, started.elapsed(), &mut each));
+        }
         self.lua_memory
             .store(round.lua_memory(), std::sync::atomic::Ordering::Relaxed);
-        verdicts
+        runs
     }
 
     /// Applies each query's `evaluateCEL` and takes every object into the round once;
@@ -224,21 +227,23 @@ impl Batch {
         index: usize,
         selected: &Result<Vec<ObjectId>, String>,
         deadline: Duration,
-    ) -> Result<Vec<ObjectId>, String> {
+    ) -> Result<Vec<ObjectId>, Failed> {
         let query = &self.queries[index];
-        let ids = selected
-            .as_ref()
-            .map_err(|e| format!("check {}: {} objects: {e}", check.name, query.kind))?;
+        let ids = selected.as_ref().map_err(|e| {
+            Failed::new(format!("check {}: {} objects: {e}", check.name, query.kind))
+        })?;
         let Some(script) = &query.evaluate else {
             return Ok(ids.clone());
         };
         let keep = round
             .filter(&check.name, script, ids, deadline)
             .map_err(|e| {
-                format!(
-                    "{e} (in the `evaluate` filter of the {} selector)",
-                    query.kind
-                )
+                let mut failed = Failed::from(e);
+                failed.message = format!(
+                    "{} (in the `evaluate` filter of the {} selector)",
+                    failed.message, query.kind
+                );
+                failed
             })?;
         Ok(ids
             .iter()

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use mlua::{Lua, LuaString, Table, Value};
 use serde_json::Value as Json;
 
-/// Deepest nesting converted; Kubernetes objects stay far below it.
+/// Deepest nesting converted (tables within tables, the object itself being one);
+/// Kubernetes objects stay far below it. A script that reaches a table past it fails, and
+/// only that script: the rest of the object, and every other object, still reads normally.
 pub(super) const MAX_DEPTH: usize = 64;
 
 /// Most distinct strings kept ready as Lua strings.
@@ -64,7 +66,12 @@ impl StringCache {
 #[derive(Clone, Copy, Debug)]
 enum NodeRef {
     Root(u32),
-    Child { parent: u32, position: u32 },
+    /// `depth`: how many tables deep the node is (a root is 1).
+    Child {
+        parent: u32,
+        position: u32,
+        depth: u16,
+    },
 }
 
 /// The round's objects as JSON and every node handed to Lua so far (kept as Lua app data,
@@ -94,11 +101,23 @@ impl Nodes {
 fn resolve<'a>(objects: &'a [Json], refs: &[NodeRef], id: u32) -> Option<&'a Json> {
     match *refs.get(id as usize)? {
         NodeRef::Root(o) => objects.get(o as usize),
-        NodeRef::Child { parent, position } => match resolve(objects, refs, parent)? {
+        NodeRef::Child {
+            parent, position, ..
+        } => match resolve(objects, refs, parent)? {
             Json::Object(map) => map.values().nth(position as usize),
             Json::Array(items) => items.get(position as usize),
             _ => None,
         },
+    }
+}
+
+/// The index of the object node `id` belongs to.
+fn root_of(refs: &[NodeRef], mut id: u32) -> Option<u32> {
+    loop {
+        match *refs.get(id as usize)? {
+            NodeRef::Root(o) => return Some(o),
+            NodeRef::Child { parent, .. } => id = parent,
+        }
     }
 }
 
@@ -114,6 +133,18 @@ pub(super) fn materialise(lua: &Lua, id: u32) -> mlua::Result<(Table, Table)> {
         refs,
         strings,
     } = &mut *nodes;
+    let depth = match refs.get(id as usize) {
+        Some(NodeRef::Child { depth, .. }) => *depth,
+        _ => 1,
+    };
+    if usize::from(depth) > MAX_DEPTH {
+        let object = root_of(refs, id).and_then(|o| objects.get(o as usize));
+        return Err(mlua::Error::runtime(format!(
+            "{} is nested deeper than {MAX_DEPTH} levels, and the script read past that depth; \
+             read fields nearer the top of the object",
+            object.map_or_else(|| "the object".to_string(), super::round::object_label)
+        )));
+    }
     let json = resolve(objects, refs, id)
         .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
     let mut kids: Vec<(Value, u32)> = Vec::new();
@@ -162,6 +193,7 @@ pub(super) fn materialise(lua: &Lua, id: u32) -> mlua::Result<(Table, Table)> {
         refs.push(NodeRef::Child {
             parent: id,
             position,
+            depth: depth.saturating_add(1),
         });
         list.raw_set(2 * i + 1, key)?;
         list.raw_set(2 * i + 2, child)?;

@@ -44,6 +44,19 @@ pub enum LuaError {
         /// Luau's message, with the line (`condition:LINE: ...`).
         message: String,
     },
+    /// The script's source is longer than [`super::MAX_SCRIPT_BYTES`].
+    #[error(
+        "check `{check}`: its Lua source is {} long, over the {} limit; keep scripts \
+         small (select fewer fields or split the check in two)",
+        Bytes(*bytes),
+        Bytes(super::MAX_SCRIPT_BYTES)
+    )]
+    TooLarge {
+        /// The check.
+        check: String,
+        /// The source's length in bytes.
+        bytes: usize,
+    },
     /// The condition defines no global function `evaluate`.
     #[error(
         "check `{check}`: script does not define function evaluate(); define \

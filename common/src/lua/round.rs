@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Table, Value};
 
+use super::MAX_SCRIPT_BYTES;
 use super::convert::{MAX_DEPTH, Nodes, depth};
 use super::error::classify;
 use super::outcome::{describe, read_outcome};
@@ -93,13 +94,12 @@ impl LuaRound {
         {
             meta.remove("managedFields");
         }
-        if depth(&object) > MAX_DEPTH {
-            let reason = format!("it is nested deeper than {MAX_DEPTH} levels");
-            return Err(conversion(&object, reason));
-        }
         let index = u32::try_from(self.roots.len())
             .map_err(|_| conversion(&object, "the round is full".to_string()))?;
-        let label = matches!(self.conversion, Conversion::Eager).then(|| object_label(&object));
+        // An object nested too deeply is taken in all the same: only a check that reaches
+        // past the limit fails (see `convert`), so eager conversion leaves it lazy.
+        let label = (matches!(self.conversion, Conversion::Eager) && depth(&object) <= MAX_DEPTH)
+            .then(|| object_label(&object));
         let node = self
             .lua
             .app_data_mut::<Nodes>()
@@ -199,6 +199,13 @@ impl LuaRound {
             .used_memory()
             .saturating_add(self.limits.memory_bytes);
         let previous_limit = self.lua.set_memory_limit(allowance).map_err(internal)?;
+        // Each evaluation's own random sequence: a `math.randomseed` in one check says
+        // nothing about the next check's `math.random()`.
+        let seed: (i64, i64) = (rand::random(), rand::random());
+        self.machinery
+            .randomseed
+            .call::<()>(seed)
+            .map_err(internal)?;
         self.guard.arm(deadline);
         let result = f();
         let late = self.guard.disarm();
@@ -251,12 +258,8 @@ impl LuaRound {
         env.raw_set("resources", &array)?;
         env.raw_set("ctx", ctx_table)?;
 
-        let chunk = lua
-            .load(condition)
-            .set_name(CHUNK_NAME)
-            .set_mode(ChunkMode::Text)
-            .set_environment(env.clone())
-            .into_function()?;
+        let chunk = self.compile(check, condition)?;
+        chunk.set_environment(env.clone())?;
         chunk.call::<()>(())?;
         let evaluate = match env.raw_get::<Value>("evaluate")? {
             Value::Function(f) => f,
@@ -274,6 +277,27 @@ impl LuaRound {
         };
         let returned = call_first(&evaluate, array)?;
         read_outcome(check, returned, self.limits.max_message_bytes).map_err(Failure::Check)
+    }
+
+    /// Compiles a check's script within the evaluation: a source over
+    /// [`MAX_SCRIPT_BYTES`] is refused before it is parsed, compiling allocates from the
+    /// evaluation's memory allowance, and its time counts against the deadline.
+    fn compile(&self, check: &str, script: &str) -> Result<Function, Failure> {
+        if script.len() > MAX_SCRIPT_BYTES {
+            return Err(Failure::Check(LuaError::TooLarge {
+                check: check.to_string(),
+                bytes: script.len(),
+            }));
+        }
+        let chunk = self
+            .lua
+            .load(script)
+            .set_name(CHUNK_NAME)
+            .set_mode(ChunkMode::Text)
+            .into_function()?;
+        // The parser runs no hook: look at the clock once it is done.
+        self.guard.check()?;
+        Ok(chunk)
     }
 
     /// Bytes the round's Lua state holds (converted objects, library, garbage not yet
@@ -328,7 +352,7 @@ fn call_first(evaluate: &Function, resources: Table) -> mlua::Result<Value> {
 }
 
 /// `Kind namespace/name` of an object, for conversion errors.
-fn object_label(object: &serde_json::Value) -> String {
+pub(super) fn object_label(object: &serde_json::Value) -> String {
     let kind = object["kind"].as_str().unwrap_or("object");
     let name = object["metadata"]["name"].as_str().unwrap_or("<unnamed>");
     match object["metadata"]["namespace"].as_str() {

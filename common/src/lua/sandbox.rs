@@ -22,6 +22,8 @@ pub(super) struct Machinery {
     pub(super) restore: Function,
     /// `eager(proxy)`: converts a whole object now.
     pub(super) eager: Function,
+    /// `math.randomseed`: seeds the random sequence of the state (every evaluation's).
+    pub(super) randomseed: Function,
 }
 
 /// Library tables each evaluation gets its own copy of: a script may change them (as in
@@ -140,7 +142,9 @@ pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Machine
         .load(COPIED_LIBRARIES)
         .set_name("=fleetpulse")
         .call((base, objects.raw_get::<Table>("overrides")?))?;
+    let math: Table = globals.raw_get("math")?;
     let machinery = Machinery {
+        randomseed: math.raw_get("randomseed")?,
         new_env,
         pick: objects.raw_get("pick")?,
         root: objects.raw_get("root")?,

@@ -5,6 +5,7 @@ use serde_json::json;
 use fleetpulse_common::api::{ReadyNodesCheck, ResourceSelector};
 
 use super::*;
+use crate::checks::builtin::APISERVER_CHECK;
 use crate::checks::resources::StaticReader;
 
 fn nodes(ready: usize, total: usize) -> Vec<serde_json::Value> {
@@ -172,5 +173,119 @@ async fn without_a_kubernetes_api_there_is_no_readyz_and_resource_checks_say_why
         "{}",
         results[0].message
     );
+    token.cancel();
+}
+
+/// A Lua check that spins until its own, long deadline.
+fn spinning(timeout_seconds: u32) -> ClusterCheck {
+    ClusterCheck {
+        timeout_seconds: Some(timeout_seconds),
+        ..lua("spin", "function evaluate() while true do end end")
+    }
+}
+
+fn ready_nodes_builtin() -> ClusterCheck {
+    ClusterCheck {
+        name: "all-nodes".into(),
+        ready_nodes: Some(ReadyNodesCheck {
+            min_percent: Some(100),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_node_is_reported_within_an_interval_while_another_check_spins() {
+    let token = CancellationToken::new();
+    let reader = StaticReader::new(nodes(3, 3));
+    let engine = CheckEngine::spawn(
+        Reader::Static(reader.clone()),
+        EngineOptions::default(),
+        token.clone(),
+    );
+    // Interval 1 s; the spinning check may take 12 s before its deadline fails it (the
+    // test's runtime waits for it to end).
+    engine.apply_config(&config(
+        vec![],
+        vec![
+            lua("nodes-ready", ALL_NODES_READY),
+            ready_nodes_builtin(),
+            spinning(12),
+        ],
+    ));
+    results_when(&engine, "both node checks to pass", |r| {
+        ["nodes-ready", "all-nodes"].iter().all(|n| {
+            r.iter()
+                .any(|c| c.name == *n && c.passing && c.since.is_some())
+        })
+    })
+    .await;
+    reader.replace(nodes(2, 3));
+    let noticed = std::time::Instant::now();
+    let results = results_when(&engine, "both node checks to fail", |r| {
+        ["nodes-ready", "all-nodes"]
+            .iter()
+            .all(|n| r.iter().any(|c| c.name == *n && !c.passing))
+    })
+    .await;
+    assert!(
+        noticed.elapsed() < Duration::from_secs(6),
+        "took {:?}",
+        noticed.elapsed()
+    );
+    assert_eq!(find(&results, "nodes-ready").message, "n2 is not ready");
+    let spin = find(&results, "spin");
+    assert!(
+        spin.passing,
+        "a liveness check passes until its first run ends"
+    );
+    assert!(
+        spin.message
+            .starts_with("not run yet (late: the run in progress"),
+        "{}",
+        spin.message
+    );
+    token.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_past_the_shared_deadline_runs_alone_to_its_own_timeout() {
+    let token = CancellationToken::new();
+    let options = EngineOptions {
+        lua_limits: LuaLimits {
+            deadline: Duration::from_millis(50),
+            ..LuaLimits::default()
+        },
+        ..EngineOptions::default()
+    };
+    let engine = CheckEngine::spawn(
+        Reader::Static(StaticReader::new(nodes(3, 3))),
+        options,
+        token.clone(),
+    );
+    // Needs one to two seconds: more than a shared round's 50 ms, well within its own 30 s.
+    let slow = ClusterCheck {
+        timeout_seconds: Some(30),
+        ..lua(
+            "slow",
+            // One to two seconds by the wall clock (`os.time` counts whole seconds).
+            r#"function evaluate()
+                 local start = os.time()
+                 while os.time() < start + 2 do end
+                 return { pass = true, message = "done" }
+               end"#,
+        )
+    };
+    engine.apply_config(&config(
+        vec![slow, lua("nodes-ready", ALL_NODES_READY)],
+        vec![],
+    ));
+    let results = results_when(&engine, "the slow check to pass", |r| {
+        r.iter().any(|c| c.name == "slow" && c.passing)
+    })
+    .await;
+    assert_eq!(find(&results, "slow").message, "done");
+    assert!(find(&results, "nodes-ready").passing);
     token.cancel();
 }

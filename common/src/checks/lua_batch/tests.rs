@@ -227,3 +227,92 @@ fn a_health_script_check_names_the_first_object_that_is_not_healthy() {
         RunOutcome::pass("Pod web/a is Healthy")
     );
 }
+
+/// A check reading `field` of every object of `kind`.
+fn reading(name: &str, kind: &str, script: &str) -> LuaCheck {
+    LuaCheck {
+        name: name.into(),
+        script: Script::Condition(script.into()),
+        selectors: vec![ResourceSelector {
+            group: "example.io".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            ..Default::default()
+        }],
+        deadline: None,
+    }
+}
+
+#[test]
+fn an_object_nested_too_deeply_fails_only_the_checks_that_read_that_deep() {
+    let mut spec = json!({ "value": "bottom" });
+    for _ in 0..80 {
+        spec = json!({ "next": spec });
+    }
+    let deep = json!({ "apiVersion": "example.io/v1", "kind": "Deep",
+                       "metadata": { "name": "abyss" }, "spec": spec });
+    let other = json!({ "apiVersion": "example.io/v1", "kind": "Other",
+                        "metadata": { "name": "fine" } });
+    let name =
+        "function evaluate() return { pass = true, message = resources[1].metadata.name } end";
+    let walk = r#"function evaluate()
+      local t = resources[1].spec
+      while t.next do t = t.next end
+      return { pass = true }
+    end"#;
+    let batch = Batch::plan(
+        vec![
+            reading("other-kind", "Other", name),
+            reading("top-of-deep", "Deep", name),
+            reading("walks-deep", "Deep", walk),
+        ],
+        &ObjectMeta::default(),
+    );
+    let listed = batch
+        .queries()
+        .iter()
+        .map(|q| {
+            Ok(if q.kind == "Deep" {
+                vec![deep.clone()]
+            } else {
+                vec![other.clone()]
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    let runs = batch.evaluate_each(listed, LuaLimits::default(), |i, run| {
+        seen.push((i, run.outcome.passing))
+    });
+    assert_eq!(seen, vec![(0, true), (1, true), (2, false)], "{runs:?}");
+    assert_eq!(runs[0].outcome.message, "fine");
+    assert_eq!(runs[1].outcome.message, "abyss");
+    assert!(
+        runs[2]
+            .outcome
+            .message
+            .contains("Deep abyss is nested deeper than 64 levels"),
+        "{:?}",
+        runs[2]
+    );
+    assert!(!runs[2].deadline_exceeded);
+}
+
+#[test]
+fn a_run_past_its_deadline_is_marked_so() {
+    let checks = vec![
+        LuaCheck::of(&check("spins", None)).unwrap(),
+        LuaCheck {
+            script: Script::Condition("function evaluate() return { pass = true } end".into()),
+            ..LuaCheck::of(&check("quick", None)).unwrap()
+        },
+    ];
+    let batch = Batch::plan(checks, &ObjectMeta::default());
+    let runs = batch.evaluate_each(Vec::new(), LuaLimits::default(), |_, _| {});
+    assert!(runs[0].deadline_exceeded && !runs[0].outcome.passing);
+    assert!(
+        runs[0].took >= LuaLimits::default().deadline,
+        "{:?}",
+        runs[0]
+    );
+    assert!(!runs[1].deadline_exceeded && runs[1].outcome.passing);
+}

@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use mlua::chunk::ChunkMode;
-use mlua::{Function, Table, Value};
+use mlua::{Table, Value};
 
 use super::super::outcome::describe;
 use super::super::{LuaError, LuaOutcome, ObjectId};
-use super::{CHUNK_NAME, Failure, LuaRound, object_label};
+use super::{Failure, LuaRound, object_label};
 use crate::protocol::limits::truncate_message;
 
 /// Argo CD's health statuses; only `Healthy` passes.
@@ -37,7 +36,7 @@ impl LuaRound {
             self.check_id(check_name, *id)?;
         }
         self.guarded(check_name, deadline, || {
-            let chunk = self.compile(script)?;
+            let chunk = self.compile(check_name, script)?;
             let mut matching = Vec::with_capacity(objects.len());
             for id in objects {
                 let env = self.env_with_obj(*id)?;
@@ -70,7 +69,7 @@ impl LuaRound {
         }
         let max = self.limits.max_message_bytes;
         self.guarded(check_name, deadline, || {
-            let chunk = self.compile(script)?;
+            let chunk = self.compile(check_name, script)?;
             for id in objects {
                 chunk.set_environment(self.env_with_obj(*id)?)?;
                 let returned = chunk.call::<Value>(())?;
@@ -96,15 +95,6 @@ impl LuaRound {
                 },
             })
         })
-    }
-
-    fn compile(&self, script: &str) -> Result<Function, Failure> {
-        Ok(self
-            .lua
-            .load(script)
-            .set_name(CHUNK_NAME)
-            .set_mode(ChunkMode::Text)
-            .into_function()?)
     }
 
     /// A fresh environment with `obj` set to the object.

@@ -1,0 +1,179 @@
+//! Starting runs: the engine's loop wakes when a check falls due or a run ends, and starts
+//! every due check in a task of its own, so no run waits for another. Lua checks due
+//! together share one round (one Lua state, one listing of each query) under at most the
+//! agent's Lua deadline each; one that needs longer runs again at once, and from then on,
+//! in a round of its own with its full `timeoutSeconds`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use fleetpulse_common::checks::lua_batch::CheckRun;
+use fleetpulse_common::protocol::report::AgentConfig;
+
+use super::super::builtin;
+use super::super::lua_check::{self, LuaCheck};
+use super::super::resources::Reader;
+use super::schedule::Due;
+use super::{Shared, run_one};
+
+/// The engine's loop: starts due runs, then sleeps until the next check falls due, a run
+/// ends, or the config changes.
+pub(super) async fn run(shared: Arc<Shared>, reader: Reader, shutdown: CancellationToken) {
+    loop {
+        let now = Instant::now();
+        let (due, readyz, config, next) = {
+            let mut state = shared.state.lock();
+            let (due, readyz) = state.take_due(now);
+            (due, readyz, state.config.clone(), state.next_wake())
+        };
+        if readyz {
+            tokio::spawn(check_readyz(shared.clone(), reader.clone(), now));
+        }
+        start(&shared, &reader, &config, due);
+        let next = next.unwrap_or(now + shared.options.default_period);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = shared.changed.notified() => {}
+            _ = tokio::time::sleep_until(next) => {}
+        }
+    }
+}
+
+/// Starts `due`: Lua checks that run in shared rounds as one round, every other run in a
+/// task of its own.
+fn start(shared: &Arc<Shared>, reader: &Reader, config: &Arc<AgentConfig>, due: Vec<Due>) {
+    let mut together = Vec::new();
+    for due in due {
+        let (shared, reader) = (shared.clone(), reader.clone());
+        match LuaCheck::of(&due.check) {
+            Some(lua) if due.alone => {
+                tokio::spawn(lua_alone(shared, reader, config.clone(), due, lua));
+            }
+            Some(lua) => together.push((due, lua)),
+            None => {
+                tokio::spawn(other(shared, reader, due));
+            }
+        }
+    }
+    if !together.is_empty() {
+        let round = lua_together(shared.clone(), reader.clone(), config.clone(), together);
+        tokio::spawn(round);
+    }
+}
+
+/// Whether a run in a shared round that hit the round's deadline (`slice`) is run again
+/// alone: when the check's own deadline is longer.
+fn needs_own_round(run: &CheckRun, own_deadline: Duration, slice: Duration) -> bool {
+    run.deadline_exceeded && own_deadline > slice
+}
+
+/// A shared round of Lua checks. Each result is recorded as soon as it is known; a check
+/// that hit the round's deadline but may take longer runs again in a round of its own.
+async fn lua_together(
+    shared: Arc<Shared>,
+    reader: Reader,
+    config: Arc<AgentConfig>,
+    group: Vec<(Due, LuaCheck)>,
+) {
+    let limits = shared.options.lua_limits;
+    let slice = limits.deadline;
+    let own: Vec<Duration> = group
+        .iter()
+        .map(|(_, c)| c.deadline.unwrap_or(slice))
+        .collect();
+    let (dues, capped): (Vec<Due>, Vec<LuaCheck>) = group
+        .into_iter()
+        .zip(&own)
+        .map(|((due, mut lua), own)| {
+            lua.deadline = Some((*own).min(slice));
+            (due, lua)
+        })
+        .unzip();
+    let dues = Arc::new(dues);
+    let started = Instant::now();
+    let each = {
+        let (shared, dues, own) = (shared.clone(), dues.clone(), own.clone());
+        move |i: usize, run: &CheckRun| {
+            if !needs_own_round(run, own[i], slice) {
+                shared.finish(&dues[i], run, run.deadline_exceeded);
+            }
+        }
+    };
+    let meta = &config.cluster_metadata;
+    let (runs, memory) = lua_check::run_each(&reader, meta, capped, limits, each).await;
+    let names = dues.iter().map(|d| d.check.name.as_str());
+    let took = names.zip(runs.iter().map(|r| r.took));
+    shared
+        .options
+        .metrics
+        .check_round(took, started.elapsed(), Some(memory));
+    for (i, run) in runs.iter().enumerate() {
+        if !needs_own_round(run, own[i], slice) {
+            continue;
+        }
+        let Some(lua) = LuaCheck::of(&dues[i].check) else {
+            continue;
+        };
+        let (shared, reader, config) = (shared.clone(), reader.clone(), config.clone());
+        tokio::spawn(lua_alone(shared, reader, config, dues[i].clone(), lua));
+    }
+}
+
+/// A Lua check in a round of its own, under its own deadline. It stays alone while its
+/// runs take at least the shared rounds' deadline.
+async fn lua_alone(
+    shared: Arc<Shared>,
+    reader: Reader,
+    config: Arc<AgentConfig>,
+    due: Due,
+    lua: LuaCheck,
+) {
+    let limits = shared.options.lua_limits;
+    let started = Instant::now();
+    let meta = &config.cluster_metadata;
+    let (runs, memory) = lua_check::run_each(&reader, meta, vec![lua], limits, |_, _| {}).await;
+    let took = started.elapsed();
+    if let Some(run) = runs.first() {
+        shared.finish(&due, run, run.deadline_exceeded || took >= limits.deadline);
+    }
+    let name = due.check.name.as_str();
+    shared
+        .options
+        .metrics
+        .check_round([(name, took)], took, Some(memory));
+}
+
+/// A probe, a built-in or a pod check's current verdict.
+async fn other(shared: Arc<Shared>, reader: Reader, due: Due) {
+    let started = Instant::now();
+    let outcome = match due.check.pod.is_some() {
+        true => shared.pod_outcome(&due.check.name),
+        false => run_one(&reader, &due.check).await,
+    };
+    let took = started.elapsed();
+    let run = CheckRun {
+        outcome,
+        took,
+        deadline_exceeded: false,
+    };
+    shared.finish(&due, &run, false);
+    let name = due.check.name.as_str();
+    shared
+        .options
+        .metrics
+        .check_round([(name, took)], took, None);
+}
+
+/// The API server's `/readyz`.
+async fn check_readyz(shared: Arc<Shared>, reader: Reader, started: Instant) {
+    let outcome = builtin::apiserver_readyz(&reader).await;
+    shared
+        .state
+        .lock()
+        .finish_readyz(started, &outcome, Timestamp::now());
+    shared.changed.notify_one();
+}

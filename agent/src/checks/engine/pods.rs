@@ -1,0 +1,79 @@
+//! Pod checks in the engine: each keeps its own runner (with its own schedule, see
+//! [`PodCheckRunner`]); the engine starts and stops runners as the config changes and
+//! reports each runner's current verdict.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use fleetpulse_common::api::ClusterCheck;
+use fleetpulse_common::protocol::report::AgentConfig;
+
+use super::super::RunOutcome;
+use super::super::pod::{KubePodApi, PodCheckRunner};
+use super::Shared;
+
+/// A running pod check: its runner and how to stop it.
+pub(super) struct PodCheck {
+    spec: ClusterCheck,
+    runner: Arc<PodCheckRunner<KubePodApi>>,
+    stop: CancellationToken,
+}
+
+impl Shared {
+    /// Starts runners for new or changed pod checks and stops the rest.
+    pub(super) fn sync_pod_checks(&self, config: &AgentConfig) {
+        let mut running = self.pod_checks.lock();
+        let wanted: Vec<&ClusterCheck> = config
+            .readiness_checks
+            .iter()
+            .chain(&config.liveness_checks)
+            .filter(|c| c.pod.is_some())
+            .collect();
+        running.retain(|name, p| {
+            let keep = wanted.iter().any(|c| &c.name == name && **c == p.spec);
+            if !keep {
+                p.stop.cancel();
+            }
+            keep
+        });
+        let Some(client) = &self.pods_client else {
+            return;
+        };
+        for check in wanted {
+            let Some(spec) = &check.pod else { continue };
+            if running.contains_key(&check.name) {
+                continue;
+            }
+            let runner = Arc::new(PodCheckRunner::new(
+                KubePodApi::new(client.clone()),
+                &check.name,
+                spec,
+                &self.options.checks_namespace,
+            ));
+            let stop = self.shutdown.child_token();
+            tokio::spawn({
+                let (runner, stop) = (runner.clone(), stop.clone());
+                async move { runner.run(stop).await }
+            });
+            running.insert(
+                check.name.clone(),
+                PodCheck {
+                    spec: check.clone(),
+                    runner,
+                    stop,
+                },
+            );
+        }
+    }
+
+    /// The current verdict of a pod check's runner.
+    pub(super) fn pod_outcome(&self, name: &str) -> RunOutcome {
+        match self.pod_checks.lock().get(name) {
+            Some(p) => p.runner.outcome(),
+            None => RunOutcome::fail(
+                "pod checks need a Kubernetes API: run the agent in-cluster or pass --kubeconfig",
+            ),
+        }
+    }
+}
