@@ -91,6 +91,9 @@ pub struct Registry {
     sets: OrdMap<ClusterId, Arc<Set>>,
     policies: OrdMap<PolicyKey, Arc<HealthPolicy>>,
     policy_records: OrdMap<PolicyKey, policies::PolicyRecord>,
+    /// HealthPolicy versions refused (a condition that does not compile), with why; the
+    /// previous version, if any, stays in effect.
+    refused: OrdMap<PolicyKey, (Arc<HealthPolicy>, String)>,
 }
 
 impl Registry {
@@ -126,11 +129,28 @@ impl Registry {
         for change in changes {
             match change {
                 Change::MemberCluster(id, mc) => {
+                    if let Some(problem) = mc.as_deref().and_then(|mc| {
+                        let checks = [&mc.spec.readiness_checks, &mc.spec.liveness_checks];
+                        change::uncompiled("MemberCluster", &id.to_string(), checks)
+                    }) {
+                        applied.problems.push(problem);
+                        continue;
+                    }
                     objects.insert(id, mc);
                 }
                 Change::ClusterSet(name, cs) => put(&mut next.cluster_sets, name, cs),
                 Change::Set(id, set) => put(&mut next.sets, id, set),
                 Change::HealthPolicy(key, policy) => {
+                    next.refused.remove(&key);
+                    if let Some(p) = &policy {
+                        let checks = [&p.spec.readiness_checks, &p.spec.liveness_checks];
+                        let name = format!("{}/{}", key.0, key.1);
+                        if let Some(problem) = change::uncompiled("HealthPolicy", &name, checks) {
+                            applied.problems.push(problem.clone());
+                            next.refused.insert(key, (p.clone(), problem));
+                            continue;
+                        }
+                    }
                     if policy.is_none() {
                         next.policy_records.remove(&key);
                     }
@@ -316,14 +336,41 @@ impl Registry {
     /// Every HealthPolicy with its status: how many clusters it applies to, and whether any
     /// of its checks was skipped for a name clash.
     pub fn health_policies(&self) -> Vec<HealthPolicy> {
-        self.policies
+        let mut out: Vec<HealthPolicy> = self
+            .policies
             .iter()
             .map(|(key, p)| {
                 let mut p = (**p).clone();
                 p.status = self.policy_records.get(key).map(|r| r.status.clone());
                 p
             })
-            .collect()
+            .collect();
+        for (key, (refused, why)) in &self.refused {
+            let index = out.iter().position(|p| policy_key(p) == *key);
+            let p = match index {
+                Some(i) => &mut out[i],
+                None => {
+                    out.push((**refused).clone());
+                    out.last_mut().expect("just pushed")
+                }
+            };
+            let kept = if index.is_some() {
+                "; the previous version stays in effect"
+            } else {
+                ""
+            };
+            let status = p.status.get_or_insert_with(Default::default);
+            fleetpulse_common::api::condition::set(
+                &mut status.conditions,
+                "Accepted",
+                fleetpulse_common::api::condition::Status::False,
+                "ConditionDoesNotCompile",
+                &format!("{why}{kept}"),
+                Timestamp::now(),
+            );
+        }
+        out.sort_by_key(policy_key);
+        out
     }
 }
 

@@ -120,3 +120,32 @@ fn diff_kind<K: Ord + Clone, V: PartialEq>(
         out.push(change(k.clone(), None));
     }
 }
+
+/// Why a check of `kind` `name` cannot run: its first Lua source (a `condition`, a
+/// `healthScript` or a selector's `evaluate`) that does not compile, with the line.
+pub fn uncompiled(
+    kind: &str,
+    name: &str,
+    lists: [&Vec<fleetpulse_common::api::ClusterCheck>; 2],
+) -> Option<String> {
+    let sources = lists.into_iter().flatten().flat_map(|c| {
+        let selectors = c
+            .resource_selectors
+            .iter()
+            .filter_map(|s| s.evaluate.as_deref());
+        c.condition
+            .as_deref()
+            .into_iter()
+            .chain(c.health_script.as_deref())
+            .chain(selectors)
+            .map(move |source| (c.name.as_str(), source))
+    });
+    for (check, source) in sources {
+        if let Err(e) = fleetpulse_common::lua::compile_check(check, source) {
+            return Some(format!(
+                "{kind} {name}: {e}; fix the script (the object is refused until it compiles)"
+            ));
+        }
+    }
+    None
+}

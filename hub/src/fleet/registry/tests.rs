@@ -226,3 +226,47 @@ fn a_full_reload_of_unchanged_objects_is_no_change() {
     let changes = registry.diff(&fewer);
     assert!(matches!(&changes[..], [Change::MemberCluster(id, None)] if id.name == "c0"));
 }
+
+#[test]
+fn a_policy_whose_lua_does_not_compile_is_refused_and_the_previous_version_stays() {
+    let (before, _) = Registry::build(&fleet_of(20), state, wall());
+    let mut broken = (*policy("ns-3", "platform", "prod", "lua")).clone();
+    broken.spec.liveness_checks[0].ready_nodes = None;
+    broken.spec.liveness_checks[0].condition = Some("function evaluate()\n  return {\nend".into());
+    let key = ("ns-3".to_owned(), "platform".to_owned());
+    let (after, applied) = before.apply(
+        vec![Change::HealthPolicy(key, Some(Arc::new(broken)))],
+        state,
+        wall(),
+    );
+    assert_eq!(applied.problems.len(), 1, "{:?}", applied.problems);
+    assert!(
+        applied.problems[0].contains("HealthPolicy ns-3/platform"),
+        "{:?}",
+        applied.problems
+    );
+    assert!(
+        applied.rebuilt.is_empty(),
+        "no cluster takes the broken check"
+    );
+    assert_eq!(
+        liveness_names(&after, &ClusterId::new("ns-3", "c3")),
+        ["nodes"]
+    );
+    let status = after.health_policies()[0].status.clone().unwrap();
+    let accepted = &status.conditions[0];
+    assert_eq!(
+        (accepted.status.as_str(), accepted.reason.as_str()),
+        ("False", "ConditionDoesNotCompile")
+    );
+    assert!(
+        accepted.message.contains("condition:3"),
+        "names the line: {}",
+        accepted.message
+    );
+    assert!(
+        accepted.message.contains("previous version stays"),
+        "{}",
+        accepted.message
+    );
+}
