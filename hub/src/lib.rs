@@ -7,6 +7,7 @@
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes).
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
+//! - [`mirrors`]: health and membership projected onto other tools' cluster objects.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
@@ -22,6 +23,7 @@ pub mod health;
 pub mod ingest;
 pub mod kubernetes;
 pub mod metrics;
+pub mod mirrors;
 pub mod selection;
 pub mod server;
 pub mod store;
