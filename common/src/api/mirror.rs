@@ -47,7 +47,9 @@ pub struct MirrorRef {
     pub taint_effect: Option<MirrorTaintEffect>,
 }
 
-/// The effect of the taint on a Karmada Cluster.
+/// Karmada Cluster only: the effect of the `health.fleetpulse.io/unhealthy` taint.
+/// `NoSchedule` (default) stops new placements; `NoExecute` also evicts what runs there
+/// (when Karmada's taint-based eviction is enabled).
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum MirrorTaintEffect {
     /// Karmada schedules nothing new onto the cluster.

@@ -120,7 +120,10 @@ fn mirror_defaults_become_serve_flags_and_a_default_of_a_disabled_kind_is_refuse
         "{refused}"
     );
     let unknown = template(Chart::Hub, &with_kinds(&["sveltos"])).unwrap_err();
-    assert!(unknown.contains("mirrors.kinds"), "{unknown}");
+    assert!(
+        unknown.contains("/mirrors/kinds/0") && unknown.contains("must be one of 'sveltoscluster'"),
+        "{unknown}"
+    );
     let none = documents(&render(Chart::Hub, &[]));
     let hub = container(one(&none, "Deployment"), "hub");
     assert!(

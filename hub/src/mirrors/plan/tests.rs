@@ -144,7 +144,7 @@ fn the_taint_list_changes_only_in_fleetpulses_own_entry() {
     let added = taints_after(
         kind,
         TaintPlan::Present("NoExecute"),
-        &[theirs.clone()],
+        std::slice::from_ref(&theirs),
         now,
     )
     .expect("the taint is added");
@@ -163,7 +163,7 @@ fn the_taint_list_changes_only_in_fleetpulses_own_entry() {
     let changed = taints_after(kind, TaintPlan::Present("NoSchedule"), &added, now).unwrap();
     assert_eq!(changed[1]["effect"], "NoSchedule");
     let removed = taints_after(kind, TaintPlan::Absent, &added, now).unwrap();
-    assert_eq!(removed, [theirs.clone()]);
+    assert_eq!(removed, std::slice::from_ref(&theirs));
     assert_eq!(taints_after(kind, TaintPlan::Absent, &removed, now), None);
     let fleet = taints_after(
         MirrorKind::KubeFleetMemberCluster,
