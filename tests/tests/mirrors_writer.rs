@@ -4,171 +4,18 @@
 //! missing object reported then written once it exists, an unknown kind reported without
 //! a request, the partition brake holding every write, and the writes counted.
 
-use std::collections::BTreeMap;
+#[path = "mirrors_writer/fixture.rs"]
+mod fixture;
+
 use std::time::Duration;
 
 use fleetpulse_common::api::{MirrorRef, MirrorTaintEffect};
-use fleetpulse_common::protocol::report::ClusterId;
-use fleetpulse_hub::mirrors::{
-    MirrorChange, MirrorInput, MirrorKind, MirrorState, Mirrors, MirrorsHandle,
-};
-use fleetpulse_kubesim::{KubeSim, eventually};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio_util::sync::CancellationToken;
+use fleetpulse_hub::mirrors::{MirrorKind, MirrorState};
+use fleetpulse_kubesim::eventually;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(30);
-const HEALTHY: &str = "health.fleetpulse.io/healthy";
-const REACHABLE: &str = "health.fleetpulse.io/reachable";
-const PROD: &str = "clusterset.fleetpulse.io/prod";
-
-struct Fixture {
-    sim: KubeSim,
-    handle: MirrorsHandle,
-    changes: UnboundedReceiver<MirrorChange>,
-    stop: CancellationToken,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn fixture(resync: Duration) -> Fixture {
-    let sim = KubeSim::new();
-    let crds: Api<CustomResourceDefinition> = Api::all(sim.client());
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mirror-crds");
-    for file in std::fs::read_dir(&dir).unwrap() {
-        let path = file.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            let crd: CustomResourceDefinition =
-                serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            crds.create(&PostParams::default(), &crd).await.unwrap();
-        }
-    }
-    let namespaces: Api<Namespace> = Api::all(sim.client());
-    for ns in ["fleet", "argocd"] {
-        let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &body)
-            .await
-            .unwrap();
-    }
-    let stop = CancellationToken::new();
-    let (handle, changes) = Mirrors::spawn(Some(sim.client()), resync, stop.clone());
-    Fixture {
-        sim,
-        handle,
-        changes,
-        stop,
-    }
-}
-
-fn api(sim: &KubeSim, kind: MirrorKind, ns: Option<&str>) -> Api<DynamicObject> {
-    let (group, version) = kind.api_version().rsplit_once('/').unwrap_or(("", "v1"));
-    let gvk = GroupVersionKind::gvk(group, version, kind.kind());
-    let resource = ApiResource::from_gvk_with_plural(&gvk, kind.plural());
-    match ns {
-        Some(ns) => Api::namespaced_with(sim.client(), ns, &resource),
-        None => Api::all_with(sim.client(), &resource),
-    }
-}
-
-/// Creates an object as `kubectl` would, with its own labels and (optionally) taints.
-async fn create(sim: &KubeSim, kind: MirrorKind, ns: Option<&str>, name: &str, extra: Value) {
-    let mut body = json!({"apiVersion": kind.api_version(), "kind": kind.kind(),
-        "metadata": {"name": name, "labels": {"team": "payments"}}});
-    merge(&mut body, &extra);
-    let object: DynamicObject = serde_json::from_value(body).unwrap();
-    let params = PostParams {
-        field_manager: Some("kubectl".into()),
-        ..PostParams::default()
-    };
-    api(sim, kind, ns).create(&params, &object).await.unwrap();
-}
-
-/// RFC 7386 merge of `patch` into `doc`.
-fn merge(doc: &mut Value, patch: &Value) {
-    match (doc.as_object_mut(), patch.as_object()) {
-        (Some(d), Some(p)) => {
-            for (k, v) in p {
-                merge(d.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        _ => *doc = patch.clone(),
-    }
-}
-
-async fn object(sim: &KubeSim, kind: MirrorKind, ns: Option<&str>, name: &str) -> Value {
-    serde_json::to_value(api(sim, kind, ns).get(name).await.unwrap()).unwrap()
-}
-
-fn labels(obj: &Value) -> BTreeMap<String, String> {
-    serde_json::from_value(obj["metadata"]["labels"].clone()).unwrap_or_default()
-}
-
-fn taint_keys(obj: &Value) -> Vec<String> {
-    obj["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            format!(
-                "{}={}",
-                t["key"].as_str().unwrap(),
-                t["effect"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
-fn input(reachable: bool, healthy: bool, sets: &[&str]) -> MirrorInput {
-    MirrorInput {
-        reachable,
-        healthy,
-        memberships: sets.iter().map(|s| (*s).to_owned()).collect(),
-    }
-}
-
-fn mirror(kind: MirrorKind, name: &str, ns: Option<&str>) -> MirrorRef {
-    let mut m = MirrorRef::new(kind.api_version(), kind.kind(), name);
-    m.namespace = ns.map(str::to_owned);
-    m
-}
-
-fn cluster(name: &str) -> ClusterId {
-    ClusterId::new("fleet", name)
-}
-
-/// Waits until every mirror of `cluster` is in `state`.
-async fn settled(f: &Fixture, cluster: &ClusterId, state: MirrorState) {
-    let done = eventually(WAIT, || async {
-        let s = f.handle.status(cluster);
-        (!s.is_empty() && s.iter().all(|m| m.state == state)).then_some(())
-    })
-    .await;
-    assert!(
-        done.is_some(),
-        "{cluster:?} never reached {state:?}: {:?}",
-        f.handle.status(cluster)
-    );
-}
-
-async fn next_change(f: &mut Fixture) -> MirrorChange {
-    tokio::time::timeout(WAIT, f.changes.recv())
-        .await
-        .expect("a Mirrored change within the deadline")
-        .expect("the mirror task is running")
-}
-
-fn patches(sim: &KubeSim, resource: &str) -> u64 {
-    sim.write_count(resource, "patch")
-}
+use fixture::*;
 
 #[tokio::test]
 async fn membership_labels_move_between_sveltosclusters_and_argocd_secrets_leaving_other_labels() {
