@@ -10,7 +10,7 @@ mod fixture;
 use std::time::Duration;
 
 use fleetpulse_common::api::{MirrorRef, MirrorTaintEffect};
-use fleetpulse_hub::mirrors::{MirrorKind, MirrorState};
+use fleetpulse_hub::mirrors::{MirrorInput, MirrorKind, MirrorState};
 use fleetpulse_kubesim::eventually;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -27,24 +27,18 @@ async fn membership_labels_move_between_sveltosclusters_and_argocd_secrets_leavi
         let argo = json!({"metadata": {"labels": {"argocd.argoproj.io/secret-type": "cluster"}}});
         create(&f.sim, secret, Some("argocd"), name, argo).await;
     }
-    let mirrors = |name| {
+    let mirrors = |name: &str| {
         vec![
             mirror(sveltos, name, None),
             mirror(secret, name, Some("argocd")),
         ]
     };
-    f.handle.observe(
-        cluster("east"),
-        &mirrors("east"),
-        &[],
-        &input(true, true, &[PROD]),
-    );
-    f.handle.observe(
-        cluster("west"),
-        &mirrors("west"),
-        &[],
-        &input(true, true, &[]),
-    );
+    let handle = f.handle.clone();
+    let observe = |name: &str, state: MirrorInput| {
+        handle.observe(cluster(name), &mirrors(name), &[], &state);
+    };
+    observe("east", input(true, true, &[PROD]));
+    observe("west", input(true, true, &[]));
     settled(&f, &cluster("east"), MirrorState::Written).await;
     settled(&f, &cluster("west"), MirrorState::Written).await;
     assert_eq!(next_change(&mut f).await.condition.status, "True");
@@ -62,24 +56,9 @@ async fn membership_labels_move_between_sveltosclusters_and_argocd_secrets_leavi
     assert_eq!(writes_at_start, (2, 2), "one apply per object");
 
     // The same verdict again writes nothing; then east fails and west takes its place.
-    f.handle.observe(
-        cluster("east"),
-        &mirrors("east"),
-        &[],
-        &input(true, true, &[PROD]),
-    );
-    f.handle.observe(
-        cluster("east"),
-        &mirrors("east"),
-        &[],
-        &input(false, false, &[]),
-    );
-    f.handle.observe(
-        cluster("west"),
-        &mirrors("west"),
-        &[],
-        &input(true, true, &[PROD]),
-    );
+    observe("east", input(true, true, &[PROD]));
+    observe("east", input(false, false, &[]));
+    observe("west", input(true, true, &[PROD]));
     let moved = eventually(WAIT, || async {
         let east = labels(&object(&f.sim, sveltos, Some("fleet"), "east").await);
         let west = labels(&object(&f.sim, sveltos, Some("fleet"), "west").await);
