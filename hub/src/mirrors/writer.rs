@@ -12,7 +12,6 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use kube::discovery::Scope;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -158,13 +157,12 @@ impl Writer {
         let kind = target.kind;
         let (group, version) = (kind.group(), kind.api_version().rsplit('/').next());
         let gvk = GroupVersionKind::gvk(group, version.unwrap_or_default(), kind.kind());
-        let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
+        let (resource, _) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
             .map_err(|source| MirrorError::KindNotServed {
                 object: target.describe(),
                 source,
             })?;
-        debug_assert_eq!(caps.scope == Scope::Namespaced, kind.namespaced());
         self.resources.lock().insert(kind, resource.clone());
         Ok(resource)
     }
