@@ -7,6 +7,7 @@ pub mod condition;
 pub mod crds;
 pub mod health_policy;
 pub mod member_cluster;
+pub mod mirror;
 pub mod schema;
 pub mod validate;
 
@@ -15,6 +16,7 @@ pub use cluster_set::*;
 pub use condition::*;
 pub use health_policy::*;
 pub use member_cluster::*;
+pub use mirror::*;
 pub use validate::ValidationError;
 
 /// The API group of every fleetpulse resource.

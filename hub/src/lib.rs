@@ -10,6 +10,7 @@
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
 //! - [`enrolment`]: bootstrap tokens, registration and rotation of agent keys.
+//! - [`mirrors`]: health and membership projected onto other tools' cluster objects.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
@@ -27,6 +28,7 @@ pub mod ids;
 pub mod ingest;
 pub mod kubernetes;
 pub mod metrics;
+pub mod mirrors;
 pub mod server;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]

@@ -60,6 +60,19 @@ impl ApiError {
         }
     }
 
+    /// 409 for a server-side apply that would change a label another manager owns.
+    pub fn apply_conflict(resource: &str, name: &str, label: &str, owners: &[String]) -> Self {
+        Self {
+            code: 409,
+            reason: "Conflict",
+            message: format!(
+                "Apply failed with 1 conflict: conflict with {:?}: .metadata.labels.{label} \
+                 (on {resource} \"{name}\"; apply with force to take it over)",
+                owners.join(", ")
+            ),
+        }
+    }
+
     /// 400 for a malformed request.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self {

@@ -6,6 +6,7 @@
 use crate::{
     error::ApiError,
     events::{from_view, to_view},
+    managed_fields::{self, Writer},
     ops,
     patch::PatchKind,
     selector::{FieldSelector, LabelSelector},
@@ -120,18 +121,24 @@ pub fn get(shared: &Shared, t: &Target, params: &HashMap<String, String>, as_tab
 }
 
 /// `POST` a new object.
-pub fn create(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
-    let obj = from_view(&t.def, parse_body(body)?);
+pub fn create(shared: &Shared, t: &Target, body: &[u8], writer: &Writer) -> Reply {
+    let mut obj = from_view(&t.def, parse_body(body)?);
+    managed_fields::record_update(&Value::Null, &mut obj, writer);
     let created = ops::create(&mut shared.store.lock(), &t.def.stored(), ns(t), obj)?;
     Ok((StatusCode::CREATED, Json(to_view(&t.def, created))).into_response())
 }
 
 /// `PUT` an object or its `status` subresource.
-pub fn replace(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
-    let obj = from_view(&t.def, parse_body(body)?);
+pub fn replace(shared: &Shared, t: &Target, body: &[u8], writer: &Writer) -> Reply {
+    let mut obj = from_view(&t.def, parse_body(body)?);
     let status_only = t.sub.as_deref() == Some("status");
+    let mut store = shared.store.lock();
+    let ns_key = if t.def.namespaced { ns(t) } else { "" };
+    if !status_only && let Some(old) = store.get(&t.def, ns_key, name(t)) {
+        managed_fields::record_update(old, &mut obj, writer);
+    }
     let updated = ops::update(
-        &mut shared.store.lock(),
+        &mut store,
         &t.def.stored(),
         ns(t),
         name(t),
@@ -141,8 +148,15 @@ pub fn replace(shared: &Shared, t: &Target, body: &[u8]) -> Reply {
     ok(to_view(&t.def, updated))
 }
 
-/// `PATCH` an object or its `status` subresource; apply patches create absent objects.
-pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Reply {
+/// `PATCH` an object or its `status` subresource; apply patches create absent objects
+/// (unless they carry a `resourceVersion`) and own exactly the labels they send.
+pub fn patch(
+    shared: &Shared,
+    t: &Target,
+    content_type: &str,
+    body: &[u8],
+    writer: &Writer,
+) -> Reply {
     let kind = PatchKind::from_content_type(content_type)?;
     let patch = kind.parse_body(body)?;
     let status_only = t.sub.as_deref() == Some("status");
@@ -158,13 +172,34 @@ pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Re
                     "apply body must be an object with metadata",
                 ));
             }
+            if !obj["metadata"]["resourceVersion"].is_null() {
+                return Err(ApiError::not_found(&t.def.plural, name(t)));
+            }
             obj["metadata"]["name"] = name(t).into();
+            let applied = labels_of(&obj);
+            let obj = managed_fields::apply_labels(&obj, &applied, writer, &t.def.plural, name(t))?;
             let created = ops::create(&mut store, &stored, ns(t), from_view(&t.def, obj))?;
             return Ok((StatusCode::CREATED, Json(to_view(&t.def, created))).into_response());
         }
         return Err(ApiError::not_found(&t.def.plural, name(t)));
     };
-    let mut patched = kind.apply(&current, &patch)?;
+    let mut patched = if kind == PatchKind::Apply && !status_only {
+        let applied = labels_of(&patch);
+        let mut rest = patch.clone();
+        if let Some(m) = rest["metadata"].as_object_mut() {
+            m.remove("labels");
+            m.remove("managedFields");
+        }
+        let owned =
+            managed_fields::apply_labels(&current, &applied, writer, &t.def.plural, name(t))?;
+        kind.apply(&owned, &rest)?
+    } else {
+        let mut patched = kind.apply(&current, &patch)?;
+        if !status_only {
+            managed_fields::record_update(&current, &mut patched, writer);
+        }
+        patched
+    };
     if kind == PatchKind::Apply && patch["metadata"]["resourceVersion"].is_null() {
         patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     }
@@ -177,6 +212,33 @@ pub fn patch(shared: &Shared, t: &Target, content_type: &str, body: &[u8]) -> Re
         status_only,
     )?;
     ok(to_view(&t.def, updated))
+}
+
+/// A competing write made just before a request (see
+/// [`crate::KubeSim::interleave_before_next`]): `patch` merged into the request's target,
+/// as field manager `interleaved`. A missing target is left alone.
+pub fn interleave(store: &mut crate::store::Store, t: &Target, patch: &Value) {
+    let ns_key = if t.def.namespaced { ns(t) } else { "" };
+    let Some(current) = store.get(&t.def, ns_key, name(t)).cloned() else {
+        return;
+    };
+    let Ok(mut next) = PatchKind::Merge.apply(&current, patch) else {
+        return;
+    };
+    let writer = Writer {
+        manager: "interleaved".to_owned(),
+        force: false,
+    };
+    managed_fields::record_update(&current, &mut next, &writer);
+    let _ = ops::update(store, &t.def.stored(), ns(t), name(t), next, false);
+}
+
+/// The labels an apply body sends.
+fn labels_of(body: &Value) -> serde_json::Map<String, Value> {
+    body["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// `DELETE` one object.

@@ -155,7 +155,18 @@ async fn dispatch(
             verb,
             "create" | "update" | "patch" | "delete" | "deletecollection"
         ) {
-            *store.writes.entry((resource, verb.to_owned())).or_default() += 1;
+            *store
+                .writes
+                .entry((resource.clone(), verb.to_owned()))
+                .or_default() += 1;
+        }
+        if let Some(i) = store
+            .interleaved
+            .iter()
+            .position(|(r, v, _)| *r == resource && v == verb)
+        {
+            let (_, _, patch) = store.interleaved.remove(i);
+            handlers::interleave(&mut store, &target, &patch);
         }
         store.requests.push(RequestRecord {
             verb: verb.to_owned(),
@@ -178,6 +189,17 @@ async fn dispatch(
         )
         .into_response();
     }
+    let writer = crate::managed_fields::Writer {
+        manager: params
+            .get("fieldManager")
+            .cloned()
+            .or_else(|| {
+                let agent = headers.get(http::header::USER_AGENT)?.to_str().ok()?;
+                Some(agent.split('/').next().unwrap_or(agent).to_owned())
+            })
+            .unwrap_or_else(|| "unknown".to_owned()),
+        force: params.get("force").is_some_and(|f| f == "true"),
+    };
     let as_table = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -189,9 +211,9 @@ async fn dispatch(
             return handlers::log(&shared, &target, &params);
         }
         ("GET", true) => handlers::get(&shared, &target, &params, as_table),
-        ("POST", false) => handlers::create(&shared, &target, &body),
-        ("PUT", true) => handlers::replace(&shared, &target, &body),
-        ("PATCH", true) => handlers::patch(&shared, &target, content_type, &body),
+        ("POST", false) => handlers::create(&shared, &target, &body, &writer),
+        ("PUT", true) => handlers::replace(&shared, &target, &body, &writer),
+        ("PATCH", true) => handlers::patch(&shared, &target, content_type, &body, &writer),
         ("DELETE", true) => handlers::delete(&shared, &target),
         ("DELETE", false) => handlers::delete_collection(&shared, &target, &params),
         (m, _) => Err(ApiError::method_not_allowed(format!(

@@ -7,7 +7,7 @@ use crate::{
     server::{self, Shared},
     store::{RequestRecord, ns_name},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 use tokio::task::JoinHandle;
 
@@ -161,6 +161,17 @@ impl KubeSim {
             .get(&(resource.to_owned(), verb.to_owned()))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Before the next `verb` request on `resource` (e.g. `("managedclusters", "patch")`),
+    /// applies `merge_patch` to the object it targets as another writer (field manager
+    /// `interleaved`, not counted in the ledger), so a request carrying the
+    /// `resourceVersion` it read before gets 409 `Conflict`: a race made deterministic.
+    pub fn interleave_before_next(&self, resource: &str, verb: &str, merge_patch: Value) {
+        let mut store = self.shared.store.lock();
+        store
+            .interleaved
+            .push((resource.to_owned(), verb.to_owned(), merge_patch));
     }
 
     /// Total mutating requests so far.

@@ -88,6 +88,9 @@ pub struct Store {
     pub requests: Vec<RequestRecord>,
     /// Container logs by (namespace, pod name), served by `pods/log`.
     pub pod_logs: BTreeMap<ObjName, String>,
+    /// Competing writes to make just before a request: (resource, verb, merge patch), see
+    /// [`crate::KubeSim::interleave_before_next`].
+    pub interleaved: Vec<(String, String, Value)>,
 }
 
 impl Default for Store {
@@ -100,6 +103,7 @@ impl Default for Store {
             compacted_rv: 0,
             tx: broadcast::channel(4 * HISTORY).0,
             writes: BTreeMap::new(),
+            interleaved: Vec::new(),
             requests: Vec::new(),
             pod_logs: BTreeMap::new(),
         }

@@ -64,12 +64,13 @@ async fn merge_and_json_patches_apply() {
 
 #[tokio::test]
 async fn stale_resource_version_put_is_conflict() {
+    // A Secret, not a Pod: the simulated kubelet updates pods on its own schedule, which
+    // would make the first replace stale as well on a loaded machine.
     let sim = KubeSim::new();
-    let pods: Api<Pod> = Api::default_namespaced(sim.client());
-    let v1 = pods
-        .create(&PostParams::default(), &pod("p", &[]))
-        .await
-        .unwrap();
+    let pods: Api<Secret> = Api::default_namespaced(sim.client());
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("p".into());
+    let v1 = pods.create(&PostParams::default(), &secret).await.unwrap();
     let mut first = v1.clone();
     first.metadata.labels = Some(BTreeMap::from([("x".into(), "1".into())]));
     pods.replace("p", &PostParams::default(), &first)

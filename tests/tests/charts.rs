@@ -21,11 +21,15 @@
 //! - (`charts/operations.rs`) agent probes and ServiceMonitor, PodDisruptionBudgets,
 //!   NetworkPolicies, digests, extra volumes and env, the hub CA from a Secret, IPv6 hub
 //!   URLs, and default images equal to what `scripts/build-images.sh` tags;
+//! - (`charts/mirrors.rs`) RBAC on exactly the enabled mirror kinds, the mirror defaults
+//!   as `--mirror-default` flags;
 //! - (`charts/live.rs`) the RBAC rules allow every call the real hub and agent make against
 //!   a recording Kubernetes API server, and the agent is granted nothing it does not use.
 
 #[path = "charts/live.rs"]
 mod live;
+#[path = "charts/mirrors.rs"]
+mod mirrors;
 #[path = "charts/notes.rs"]
 mod notes;
 #[path = "charts/observability.rs"]

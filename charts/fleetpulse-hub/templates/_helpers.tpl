@@ -78,9 +78,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.service.loadBalancerSourceRanges (ne .Values.service.type "LoadBalancer") }}
 {{- fail "service.loadBalancerSourceRanges is set but service.type is not LoadBalancer" }}
 {{- end }}
+{{- range $i, $default := .Values.mirrors.defaults }}
+{{- $kind := index (splitList ":" $default) 0 }}
+{{- if not (has $kind $.Values.mirrors.kinds) }}
+{{- fail (printf "mirrors.defaults[%d] mirrors onto %s, which mirrors.kinds does not enable: add %s to mirrors.kinds" $i $kind $kind) }}
+{{- end }}
+{{- end }}
 {{- range $i, $rule := .Values.rbac.hubReads }}
 {{- if or (has "*" $rule.apiGroups) (has "*" $rule.resources) }}
 {{- fail (printf "rbac.hubReads[%d] uses \"*\": name the API groups and resources hub-side checks read" $i) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+The API group and resource of each mirror kind (mirrors.kinds), as "group/resource".
+*/}}
+{{- define "fleetpulse-hub.mirrorResource" -}}
+{{- $resources := dict
+  "sveltoscluster" "lib.projectsveltos.io/sveltosclusters"
+  "capi-cluster" "cluster.x-k8s.io/clusters"
+  "argocd-secret" "/secrets"
+  "ocm-managedcluster" "cluster.open-cluster-management.io/managedclusters"
+  "karmada-cluster" "cluster.karmada.io/clusters"
+  "kubefleet-membercluster" "cluster.kubernetes-fleet.io/memberclusters" -}}
+{{- get $resources . -}}
 {{- end }}

@@ -8,7 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CheckKind, ClusterCheck};
+use super::{CheckKind, ClusterCheck, MirrorRef};
 
 /// A managed cluster: how often its agent reports, which keys may sign its reports, and
 /// what "ready" and "healthy" mean for it.
@@ -75,6 +75,14 @@ pub struct MemberClusterSpec {
     /// recorded, but its conditions do not change (e.g. during maintenance).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Objects on the management cluster that stand for this cluster in other tools
+    /// (SveltosCluster, Cluster API Cluster, Argo CD cluster Secret, OCM ManagedCluster,
+    /// Karmada Cluster, KubeFleet MemberCluster). The hub keeps health and set membership
+    /// labels on each, and a `health.fleetpulse.io/unhealthy` taint on those scheduled by
+    /// taints while this cluster is not Healthy; it touches nothing else on them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub mirrors: Vec<MirrorRef>,
 }
 
 /// Heartbeat timing.

@@ -53,6 +53,11 @@ impl MemberClusterSpec {
                 )
             })?;
         }
+        for (i, mirror) in self.mirrors.iter().enumerate() {
+            mirror
+                .validate()
+                .map_err(|problem| err(format!("spec.mirrors[{i}].taintEffect"), problem))?;
+        }
         validate_checks(&self.readiness_checks, &self.liveness_checks)
     }
 }
@@ -244,6 +249,22 @@ mod tests {
         };
         let e = check.validate("spec.livenessChecks[0]").unwrap_err();
         assert_eq!(e.field, "spec.livenessChecks[0].resourceSelectors");
+    }
+
+    #[test]
+    fn a_taint_effect_on_a_mirror_other_than_karmada_is_rejected() {
+        let mut mirror = crate::api::MirrorRef::new("cluster.karmada.io/v1alpha1", "Cluster", "a");
+        mirror.taint_effect = Some(crate::api::MirrorTaintEffect::NoExecute);
+        let mut spec = MemberClusterSpec {
+            mirrors: vec![mirror.clone()],
+            ..Default::default()
+        };
+        assert_eq!(spec.validate(), Ok(()));
+        mirror.api_version = "cluster.open-cluster-management.io/v1".into();
+        spec.mirrors.push(mirror);
+        let e = spec.validate().unwrap_err();
+        assert_eq!(e.field, "spec.mirrors[1].taintEffect");
+        assert!(e.problem.contains("remove it"), "{}", e.problem);
     }
 
     #[test]

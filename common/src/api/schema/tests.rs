@@ -119,6 +119,34 @@ fn every_problem_of_a_manifest_is_listed_at_once() {
     assert_eq!(all.len(), 3, "{all:?}");
 }
 
+#[test]
+fn mirrors_are_checked_strictly_and_a_typo_names_the_field() {
+    let good = member_cluster(json!({"mirrors": [
+        {"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster", "name": "edge-1"},
+        {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": "edge-1",
+         "taintEffect": "NoExecute"}
+    ]}));
+    assert_eq!(errors("MemberCluster", &good), Vec::<String>::new());
+    let typo = member_cluster(json!({"mirrors": [
+        {"apiVersion": "v1", "kind": "Secret", "name": "edge-1", "namespce": "argocd"}
+    ]}));
+    let e = one_error("MemberCluster", &typo);
+    assert!(
+        e.starts_with("spec.mirrors[0].namespce: unknown field"),
+        "{e}"
+    );
+    assert!(e.contains("did you mean \"namespace\"?"), "{e}");
+    let effect = member_cluster(json!({"mirrors": [
+        {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": "a",
+         "taintEffect": "PreferNoSchedule"}
+    ]}));
+    let e = one_error("MemberCluster", &effect);
+    assert!(
+        e.starts_with("spec.mirrors[0].taintEffect: must be one of"),
+        "{e}"
+    );
+}
+
 /// The CEL rules of the CRDs are enforced in Rust by the specs' `validate` methods (the
 /// embedded hub has no CEL): each rule of the generated schemas must be one of these, and
 /// `validate.rs` has a test for each. A new rule fails here until it is paired.
@@ -128,6 +156,7 @@ fn every_cel_rule_of_the_crds_has_a_rust_counterpart() {
         "self.gracePeriodSeconds > self.intervalSeconds",
         "[has(self.condition), has(self.healthScript), has(self.pod), has(self.http), has(self.tcp), has(self.readyNodes), has(self.readyPods)].filter(x, x).size() == 1",
         "!(has(self.for) && has(self.duration))",
+        "!has(self.taintEffect) || self.apiVersion.startsWith('cluster.karmada.io/')",
         "!has(self.detector) || !has(self.detector.minSilenceSeconds) || (self.detector.minSilenceSeconds > self.intervalSeconds && self.detector.minSilenceSeconds <= self.gracePeriodSeconds)",
     ];
     fn rules(v: &Value, out: &mut Vec<String>) {
