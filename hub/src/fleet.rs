@@ -215,7 +215,7 @@ impl Fleet {
     /// Replaces the desired state. Runtime state of clusters that remain is kept; new
     /// clusters get a fresh grace period from `now`; the config generation of a `rebuilt`
     /// cluster moves if its config changed.
-    /// Returns the clusters whose config changed.
+    /// Returns the clusters whose config changed from one they had.
     fn install(&self, registry: Registry, rebuilt: &[ClusterId]) -> Vec<ClusterId> {
         let mut writes = Vec::new();
         let mut reconfigured = Vec::new();
@@ -223,8 +223,12 @@ impl Fleet {
             let mut state = entry.state.lock();
             if state.config_hash != entry.config_hash {
                 state.config_generation += 1;
+                // A cluster that had a config before is reconfigured; one getting its
+                // first (new to the hub, or a fresh start) is not a change of checks.
+                if state.config_hash != 0 {
+                    reconfigured.push(entry.id.clone());
+                }
                 state.config_hash = entry.config_hash;
-                reconfigured.push(entry.id.clone());
                 writes.push(Write::Cluster {
                     cluster: entry.id.clone(),
                     record: state.record(),

@@ -66,6 +66,11 @@ fn result(name: &str, passing: bool) -> CheckResult {
 
 impl Sim {
     fn new() -> Sim {
+        Sim::with_policies(vec![])
+    }
+
+    /// The fleet loaded at once with `policies` (as a hub starting with them).
+    fn with_policies(policies: Vec<HealthPolicy>) -> Sim {
         let fleet = testing::fleet_in_memory(Settings::default());
         let ids: Vec<ClusterId> = (0..4)
             .map(|i| ClusterId::new("fleet", format!("c{i}")))
@@ -80,6 +85,7 @@ impl Sim {
         let objects = Objects {
             member_clusters: shared(clusters),
             cluster_sets: shared([cluster_set()]),
+            health_policies: shared(policies),
             ..Default::default()
         };
         let (t0, w0) = (Instant::now(), Timestamp::now());
@@ -231,4 +237,22 @@ fn a_change_failing_a_minority_fails_those_clusters_over_as_usual() {
     }
     assert_eq!(sim.degraded(), None, "1 of 4 is not more than half");
     assert_eq!(sim.selected(), ["c1", "c2"]);
+}
+
+#[test]
+fn checks_in_effect_when_the_hub_starts_are_not_a_rollout() {
+    let mut sim = Sim::with_policies(vec![policy("dns", 1, None)]);
+    for _ in 0..3 {
+        sim.round(Some("dns"), &[]);
+    }
+    assert_eq!(sim.selected(), ["c0", "c1"]);
+    for _ in 0..3 {
+        sim.round(Some("dns"), &[0, 1, 2]);
+    }
+    assert_eq!(sim.degraded(), None);
+    assert!(
+        sim.selected().contains(&"c3".to_owned()),
+        "{:?}",
+        sim.selected()
+    );
 }

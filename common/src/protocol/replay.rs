@@ -63,37 +63,29 @@ pub trait Claims {
     const WHAT: &'static str;
 }
 
-impl Claims for HeartbeatReport {
-    fn aud(&self) -> &str {
-        &self.aud
-    }
-    fn cluster(&self) -> &ClusterId {
-        &self.cluster
-    }
-    fn iat(&self) -> i64 {
-        self.iat
-    }
-    fn exp(&self) -> i64 {
-        self.exp
-    }
-    const WHAT: &'static str = "report";
+/// Both signed agent requests carry the claims under the same field names.
+macro_rules! claims_of {
+    ($type:ty, $what:literal) => {
+        impl Claims for $type {
+            fn aud(&self) -> &str {
+                &self.aud
+            }
+            fn cluster(&self) -> &ClusterId {
+                &self.cluster
+            }
+            fn iat(&self) -> i64 {
+                self.iat
+            }
+            fn exp(&self) -> i64 {
+                self.exp
+            }
+            const WHAT: &'static str = $what;
+        }
+    };
 }
 
-impl Claims for ConfigRequest {
-    fn aud(&self) -> &str {
-        &self.aud
-    }
-    fn cluster(&self) -> &ClusterId {
-        &self.cluster
-    }
-    fn iat(&self) -> i64 {
-        self.iat
-    }
-    fn exp(&self) -> i64 {
-        self.exp
-    }
-    const WHAT: &'static str = "request";
-}
+claims_of!(HeartbeatReport, "report");
+claims_of!(ConfigRequest, "request");
 
 /// Admits `report` for `cluster` on the hub named `audience` at `now_unix` (hub clock),
 /// given the `last` accepted position for the signing key: [`check_addressee`], then

@@ -138,8 +138,9 @@ impl ClusterState {
         }
     }
 
-    /// The checks the last report said fail, while the cluster is reachable (an
-    /// unreachable cluster's last results say nothing about its checks now).
+    /// The checks the last report said failed a run (a check that has not run yet is not
+    /// failing), while the cluster is reachable: an unreachable cluster's last results say
+    /// nothing about its checks now.
     pub fn failing_checks(&self) -> Vec<String> {
         let reachable = fleetpulse_common::api::condition::find(
             self.health.conditions(),
@@ -149,7 +150,7 @@ impl ClusterState {
         if !reachable {
             return Vec::new();
         }
-        let failing = self.checks.iter().filter(|c| !c.passing);
+        let failing = (self.checks.iter()).filter(|c| !c.passing && c.consecutive_failures > 0);
         failing.map(|c| c.name.clone()).collect()
     }
 

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use fleetpulse_common::api::{ClusterSet, MemberCluster, Set, SetStatus};
+use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set, SetStatus};
 use fleetpulse_common::protocol::report::ClusterId;
 
 use crate::ids::SetKey;
@@ -23,7 +23,7 @@ use crate::ids::SetKey;
 const API_VERSION: &str = "fleetpulse.io/v1alpha1";
 
 /// Conditions whose `True` is the abnormal state.
-const ABNORMAL_WHEN_TRUE: &[&str] = &["ReassignmentFrozen"];
+const ABNORMAL_WHEN_TRUE: &[&str] = &["ReassignmentFrozen", "Degraded"];
 
 /// Whether a condition's status is the state to warn about: not `True`, or `True` for a
 /// condition like `ReassignmentFrozen` whose `True` is the exception.
@@ -185,6 +185,22 @@ impl Publisher {
             namespace: Some(cluster.namespace.clone()),
             name: Some(cluster.name.clone()),
             uid,
+            ..Default::default()
+        };
+        self.publish(&reference, events).await;
+    }
+
+    /// Publishes `events` about a HealthPolicy (as read from the API, with its UID).
+    pub async fn policy(&mut self, policy: &HealthPolicy, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let reference = ObjectReference {
+            api_version: Some(API_VERSION.into()),
+            kind: Some("HealthPolicy".into()),
+            namespace: policy.metadata.namespace.clone(),
+            name: policy.metadata.name.clone(),
+            uid: policy.metadata.uid.clone(),
             ..Default::default()
         };
         self.publish(&reference, events).await;

@@ -10,6 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::events::{Publisher, condition_events};
+
 /// The status to write for `computed` given the policy's status `on_api`, or `None` when
 /// the API already says it: the computed conditions applied onto the API's, so transition
 /// times move only when a status changes.
@@ -37,9 +39,12 @@ pub fn next_status(
 }
 
 /// Writes the status of every policy in `computed` (the registry's) that differs from the
-/// one in `on_api` (the watched objects). A failure is logged; the next reload retries.
+/// one in `on_api` (the watched objects), and publishes an Event for each condition that
+/// changed status (a `Degraded` rollout brake is a Warning). A failure is logged; the next
+/// reload retries.
 pub async fn write(
     client: &kube::Client,
+    publisher: &mut Publisher,
     on_api: &[HealthPolicy],
     computed: &[HealthPolicy],
     now: Timestamp,
@@ -66,7 +71,14 @@ pub async fn write(
             .patch_status(name, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => written += 1,
+            Ok(_) => {
+                written += 1;
+                if let Some(current) = current {
+                    let before = current.status.as_ref().map(|s| s.conditions.as_slice());
+                    let events = condition_events(before.unwrap_or_default(), &next.conditions);
+                    publisher.policy(current, events).await;
+                }
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => tracing::warn!(
                 policy = %format!("{namespace}/{name}"),

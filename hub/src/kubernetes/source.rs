@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
 
+use super::events::Publisher;
 use super::hub_objects::{self, HubObjects};
 use super::policy_status;
 use crate::fleet::{Change, Fleet, Objects};
@@ -41,6 +42,8 @@ pub struct KubeSource {
     touched: mpsc::UnboundedReceiver<Touched>,
     hub_objects: HubObjects,
     client: kube::Client,
+    /// Events about HealthPolicies (their status conditions changing).
+    events: Publisher,
 }
 
 /// What a watch saw, once its reflector store has taken it in.
@@ -151,6 +154,7 @@ impl KubeSource {
             touched,
             hub_objects: HubObjects::new(client.clone(), stop.clone()),
             client: client.clone(),
+            events: Publisher::new(client.clone(), None),
         }
     }
 
@@ -236,12 +240,20 @@ impl KubeSource {
     }
 
     /// Writes the HealthPolicy statuses the last change computed where the API differs.
-    async fn write_policy_statuses(&self, fleet: &Fleet) {
+    async fn write_policy_statuses(&mut self, fleet: &Fleet) {
         let on_api: Vec<HealthPolicy> = (self.health_policies.state().iter())
             .map(|p| (**p).clone())
             .collect();
         let computed = fleet.health_policies();
-        policy_status::write(&self.client, &on_api, &computed, Timestamp::now()).await;
+        let client = self.client.clone();
+        policy_status::write(
+            &client,
+            &mut self.events,
+            &on_api,
+            &computed,
+            Timestamp::now(),
+        )
+        .await;
     }
 
     /// Applies every watched change to the fleet, object by object, until `stop`.
