@@ -95,7 +95,7 @@ impl Admission {
             None => strict(&unverified, &key),
         };
         let payload = steps::signature(&unverified, verified)?;
-        let report: HeartbeatReport = steps::parse(&payload)?;
+        let report: HeartbeatReport = steps::parse(&payload, "heartbeat report")?;
         steps::valid_report(&report)?;
         self.claims(&report, cluster)?;
         Ok(Admitted {
@@ -118,7 +118,7 @@ impl Admission {
         let (entry, key) = steps::key(registry, enrolled, cluster, unverified.kid())?;
         let verified = strict(&unverified, &key);
         let payload = steps::signature(&unverified, verified)?;
-        let request: ConfigRequest = steps::parse(&payload)?;
+        let request: ConfigRequest = steps::parse(&payload, "config request")?;
         self.claims(&request, cluster)?;
         Ok(Admitted {
             entry,

@@ -157,12 +157,12 @@ pub fn signature(unverified: &jws::Unverified<'_>, verified: bool) -> Result<Vec
         })
 }
 
-/// Step 6: the signed payload is a `T`.
-pub fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Refusal> {
+/// Step 6: the signed payload is a `T` (`what`, for the message).
+pub fn parse<T: DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, Refusal> {
     serde_json::from_slice(payload).map_err(|e| {
         Refusal::new(
             RejectCode::MalformedReport,
-            format!("signed payload is not a {}: {e}", short_type_name::<T>()),
+            format!("signed payload is not a {what}: {e}"),
         )
     })
 }
@@ -172,20 +172,4 @@ pub fn valid_report(report: &HeartbeatReport) -> Result<(), Refusal> {
     report
         .validate()
         .map_err(|e| Refusal::new(RejectCode::MalformedReport, e))
-}
-
-/// `heartbeat report` for `HeartbeatReport`, `config request` for `ConfigRequest`.
-fn short_type_name<T>() -> String {
-    let name = std::any::type_name::<T>()
-        .rsplit("::")
-        .next()
-        .unwrap_or("payload");
-    let mut words = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            words.push(' ');
-        }
-        words.push(c.to_ascii_lowercase());
-    }
-    words
 }

@@ -46,8 +46,8 @@ pub struct ClusterEntry {
     pub hub_checks: Vec<(CheckPhase, ClusterCheck)>,
     /// The HealthPolicies that apply, each with the messages of its checks skipped here.
     policies: Vec<(String, Vec<String>)>,
-    /// The key ids this cluster lists.
-    kids: Vec<String>,
+    /// The keys this cluster lists, parsed once: key id, key, revoked.
+    keys: Vec<(String, VerifyingKey, bool)>,
     /// Runtime state, kept across changes.
     pub state: Arc<Mutex<ClusterState>>,
 }
@@ -77,8 +77,6 @@ pub struct Applied {
     pub problems: Vec<String>,
     /// The clusters whose entries were rebuilt (added, changed, or reached by a policy).
     pub rebuilt: Vec<ClusterId>,
-    /// Whether anything changed at all.
-    pub changed: bool,
 }
 
 /// The indexed desired state.
@@ -119,10 +117,7 @@ impl Registry {
         now: Timestamp,
     ) -> (Registry, Applied) {
         let mut next = self.clone();
-        let mut applied = Applied {
-            changed: !changes.is_empty(),
-            ..Default::default()
-        };
+        let mut applied = Applied::default();
         let mut objects: std::collections::BTreeMap<ClusterId, Option<Arc<MemberCluster>>> =
             Default::default();
         let mut touched_policies = BTreeSet::new();
@@ -204,10 +199,10 @@ impl Registry {
                 problems.push(format!("HealthPolicy {}/{policy}: {clash}", id.namespace));
             }
         }
-        let mut kids = Vec::new();
+        let mut listed_keys = Vec::new();
         for listed in &object.spec.agent.public_keys {
             match keys::parse_public_key(&listed.public_key) {
-                Ok(key) => kids.push(KeyId::of(&key).0),
+                Ok(key) => listed_keys.push((KeyId::of(&key).0, key, listed.revoked)),
                 Err(_) => {
                     problems.push(format!("MemberCluster {id}: unreadable public key skipped"))
                 }
@@ -217,7 +212,7 @@ impl Registry {
             config_hash: config::hash(&derived.config),
             hub_checks: derived.hub_checks,
             policies: derived.policies,
-            kids,
+            keys: listed_keys,
             id,
             object,
             state,
@@ -231,18 +226,14 @@ impl Registry {
         touched: &mut BTreeSet<PolicyKey>,
         problems: &mut Vec<String>,
     ) {
-        for listed in &entry.object.spec.agent.public_keys {
-            let Ok(key) = keys::parse_public_key(&listed.public_key) else {
-                continue;
-            };
-            let kid = KeyId::of(&key).0;
+        for (kid, key, revoked) in &entry.keys {
             let claimants = self.keys.entry(kid.clone()).or_default();
             claimants.insert(
                 entry.id.clone(),
                 KeyBinding {
                     cluster: entry.id.clone(),
-                    key,
-                    revoked: listed.revoked,
+                    key: *key,
+                    revoked: *revoked,
                 },
             );
             if claimants.len() > 1 {
@@ -271,7 +262,7 @@ impl Registry {
 
     /// Undoes [`Registry::bind`] for an entry leaving the registry.
     fn unbind(&mut self, entry: &ClusterEntry, touched: &mut BTreeSet<PolicyKey>) {
-        for kid in &entry.kids {
+        for (kid, _, _) in &entry.keys {
             if let Some(claimants) = self.keys.get_mut(kid) {
                 claimants.remove(&entry.id);
                 if claimants.is_empty() {

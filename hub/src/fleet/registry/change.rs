@@ -50,13 +50,9 @@ impl Registry {
     /// unchanged objects, the same `Arc` or an equal value, are not changes).
     pub fn diff(&self, objects: &Objects) -> Vec<Change> {
         let mut changes = Vec::new();
-        let clusters: OrdMap<ClusterId, Arc<MemberCluster>> = (self
-            .clusters
-            .iter()
-            .map(|(id, e)| (id.clone(), e.object.clone())))
-        .collect();
         diff_kind(
-            &clusters,
+            &self.clusters,
+            |e| &e.object,
             &objects.member_clusters,
             cluster_id,
             Change::MemberCluster,
@@ -64,6 +60,7 @@ impl Registry {
         );
         diff_kind(
             &self.cluster_sets,
+            |o| o,
             &objects.cluster_sets,
             |cs| cs.metadata.name.clone().unwrap_or_default(),
             Change::ClusterSet,
@@ -71,6 +68,7 @@ impl Registry {
         );
         diff_kind(
             &self.sets,
+            |o| o,
             &objects.sets,
             SetKey::set_id,
             Change::Set,
@@ -78,6 +76,7 @@ impl Registry {
         );
         diff_kind(
             &self.policies,
+            |o| o,
             &objects.health_policies,
             policy_key,
             Change::HealthPolicy,
@@ -98,8 +97,11 @@ pub fn policy_key(p: &HealthPolicy) -> PolicyKey {
     )
 }
 
-fn diff_kind<K: Ord + Clone, V: PartialEq>(
-    current: &OrdMap<K, Arc<V>>,
+/// The changes from `current` (whose entries hold their object, as `object` finds it) to
+/// `wanted`, keyed by `key`.
+fn diff_kind<K: Ord + Clone, E: Clone, V: PartialEq>(
+    current: &OrdMap<K, E>,
+    object_of: impl Fn(&E) -> &Arc<V>,
     wanted: &[Arc<V>],
     key: impl Fn(&V) -> K,
     change: impl Fn(K, Option<Arc<V>>) -> Change,
@@ -110,6 +112,7 @@ fn diff_kind<K: Ord + Clone, V: PartialEq>(
         let k = key(object);
         let same = current
             .get(&k)
+            .map(&object_of)
             .is_some_and(|c| Arc::ptr_eq(c, object) || **c == **object);
         if !same {
             out.push(change(k.clone(), Some(object.clone())));
