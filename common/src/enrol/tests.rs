@@ -64,7 +64,8 @@ enum Op {
     ForgedProof { signer: u8, new: u8, forger: u8 },
     /// A rotation whose proof signs a different payload.
     MismatchedProof { signer: u8, new: u8 },
-    /// The `n`th request sent so far, again.
+    /// The `n`th request sent so far, again: refused if it was applied; one that was
+    /// refused (its signer not yet enrolled, say) is judged afresh, as a new request.
     Replay(usize),
     /// Revoke the key of seed `seed`.
     Revoke(u8),
@@ -96,7 +97,8 @@ proptest! {
     ) {
         let mut set = enrolled(&key(1));
         let mut now = 1_000i64;
-        let mut sent: Vec<RotationRequest> = Vec::new();
+        // Each request sent, whether its proof is valid, and whether it was applied.
+        let mut sent: Vec<(RotationRequest, bool, bool)> = Vec::new();
         let mut nonce = 0u8;
         for op in ops {
             let before = set.clone();
@@ -116,7 +118,7 @@ proptest! {
                     continue;
                 }
                 Op::Replay(n) => match sent.get(n) {
-                    Some(r) => (r.clone(), false),
+                    Some((r, valid, applied)) => (r.clone(), *valid && !*applied),
                     None => continue,
                 },
                 Op::Rotate { signer, new } => {
@@ -152,7 +154,8 @@ proptest! {
                 _ => false,
             };
             let result = set.rotate(&request, cx(now), OVERLAP);
-            sent.push(request);
+            let applied = matches!(&result, Ok(rotated) if rotated.changed);
+            sent.push((request, expect_valid, applied));
             match result {
                 Ok(rotated) if rotated.changed => {
                     prop_assert!(expect_valid && signer_active, "{op:?}");
