@@ -186,6 +186,10 @@ pub struct ServeArgs {
     /// This replica's namespace (set from the downward API).
     #[arg(long, env = "POD_NAMESPACE")]
     pub pod_namespace: Option<String>,
+    /// Mirrors: the objects of other tools (Sveltos, Argo CD, Cluster API, OCM, Karmada,
+    /// KubeFleet) that health and set membership are projected onto.
+    #[command(flatten)]
+    pub mirrors: crate::mirrors::MirrorArgs,
 }
 
 impl ServeArgs {
@@ -236,6 +240,7 @@ impl ServeArgs {
             min_clusters: self.rollout_brake_min_clusters as usize,
             watch: Duration::from_secs(self.rollout_brake_watch_seconds),
         };
+        o.mirrors = self.mirrors.clone();
         o
     }
 }
@@ -283,6 +288,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut options = args.options();
             if args.kube {
                 options.kube = Some(kube_client(args.kubeconfig.as_deref()).await?);
+            }
+            if let Some(path) = &args.mirrors.mirror_kubeconfig {
+                options.mirror_client = Some(kube_client(Some(path)).await?);
             }
             let hub = Hub::start(options).await?;
             hub.run_until(shutdown_signal()).await?;

@@ -91,6 +91,11 @@ pub struct Fleet {
     transitions: Mutex<transitions::TransitionLog>,
     /// Keys enrolled with bootstrap tokens, consulted for keys no spec lists.
     enrolled: std::sync::OnceLock<Arc<dyn crate::enrolment::EnrolledKeys>>,
+    /// Notified after every evaluation of the sets (a health transition, an object change,
+    /// a brake change): what consumers of the decisions, such as mirrors, wait on.
+    decided: Arc<tokio::sync::Notify>,
+    /// The mirror writer, when the hub runs one: the read API shows its statuses.
+    mirrors: std::sync::OnceLock<crate::mirrors::MirrorsHandle>,
 }
 
 impl Fleet {
@@ -114,6 +119,56 @@ impl Fleet {
             hub_objects: RwLock::new(Arc::new(Vec::new())),
             transitions: Mutex::new(Default::default()),
             enrolled: std::sync::OnceLock::new(),
+            decided: Arc::new(tokio::sync::Notify::new()),
+            mirrors: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Notified after every evaluation of the sets; a waiter that was busy finds the
+    /// notification stored (one, however many evaluations ran).
+    pub fn decisions(&self) -> Arc<tokio::sync::Notify> {
+        self.decided.clone()
+    }
+
+    /// Has the read API show the statuses of this mirror writer (set once).
+    pub fn use_mirrors(&self, mirrors: crate::mirrors::MirrorsHandle) {
+        let _ = self.mirrors.set(mirrors);
+    }
+
+    /// The statuses of `cluster`'s mirror objects (none without a mirror writer).
+    pub fn mirror_statuses(
+        &self,
+        cluster: &ClusterId,
+    ) -> Vec<fleetpulse_common::api::MirrorStatus> {
+        self.mirrors
+            .get()
+            .map(|m| m.status(cluster))
+            .unwrap_or_default()
+    }
+
+    /// Records a cluster's `Mirrored` condition (`None`: it has no mirrors any more) and
+    /// writes its status if that changed it.
+    pub fn set_mirrored(
+        &self,
+        cluster: &ClusterId,
+        mirrored: Option<&crate::mirrors::MirroredCondition>,
+        wall: Timestamp,
+    ) {
+        let Some(entry) = self.registry().cluster(cluster).cloned() else {
+            return;
+        };
+        let mut state = entry.state.lock();
+        let condition = mirrored.map(|m| {
+            (
+                Status::parse(m.status),
+                m.reason.as_str(),
+                m.message.as_str(),
+            )
+        });
+        if state.set_mirrored(condition, wall) {
+            let record = state.record();
+            drop(state);
+            self.write_status(cluster, record);
         }
     }
 

@@ -7,7 +7,9 @@
 //! - [`kind`]: the supported kinds, their scope and taint effect.
 //! - [`writer`]: server-side apply of labels, read-modify-write of the taint list.
 //! - [`settings`]: the `serve` flags (hub-wide defaults, `--mirror-kubeconfig`, resync).
-//! - [`status`]: per-object status, the `Mirrored` condition and its Events.
+//! - [`status`]: per-object status and the `Mirrored` condition.
+//! - [`feed`]: the writer's input from the fleet's decisions, and its output back into
+//!   each MemberCluster's status.
 //!
 //! The hub feeds a [`MirrorsHandle`] what it decided for each cluster
 //! ([`MirrorsHandle::observe`]); a background task writes only objects whose wanted state
@@ -15,6 +17,7 @@
 //! writing an object created since), retries failures with backoff, and writes nothing
 //! at all while [`MirrorsHandle::freeze`] holds (the partition brake).
 
+pub mod feed;
 pub mod kind;
 pub mod plan;
 pub mod settings;

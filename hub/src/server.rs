@@ -27,6 +27,7 @@ use crate::ingest::{self, AppState};
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
+use crate::mirrors::Mirrors;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError, StoreWriter};
 
@@ -222,6 +223,7 @@ impl Starting {
             admission: Arc::new(admission),
         });
         let app = crate::enrolment::serve(&opts, &fleet, app)?;
+        spawn_mirrors(&fleet, &opts, &shutdown, &mut tasks);
         router.send_modify(|r| *r = app);
         tasks.spawn(background(
             fleet.clone(),
@@ -286,6 +288,27 @@ impl Hub {
         self.shutdown().await;
         Ok(())
     }
+}
+
+/// Starts the mirror writer and its feed from the fleet. Mirrors are written to
+/// `--mirror-kubeconfig`'s cluster, else (Kubernetes mode) to the hub's own; an embedded
+/// hub without one shows in the read API what it would write.
+fn spawn_mirrors(
+    fleet: &Arc<Fleet>,
+    opts: &HubOptions,
+    shutdown: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) {
+    let client = opts.mirror_client.clone().or_else(|| opts.kube.clone());
+    let (handle, changes) = Mirrors::spawn(client, opts.mirrors.resync(), shutdown.clone());
+    fleet.use_mirrors(handle.clone());
+    tasks.spawn(crate::mirrors::feed::run(
+        fleet.clone(),
+        opts.mirrors.clone(),
+        handle,
+        changes,
+        shutdown.clone(),
+    ));
 }
 
 /// Routes each request to the router currently in `routed` (standby, then the hub's).

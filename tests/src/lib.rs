@@ -10,6 +10,7 @@
 //!   management and member clusters, for multi-cluster end-to-end scenarios.
 //! - [`loadgen`]: the load generator behind the `loadgen` binary (docs/performance.md).
 //! - [`management`]: a simulated management cluster for an in-process hub in Kubernetes mode.
+//! - [`mirror_objects`]: the objects of the tools fleetpulse mirrors onto, and their test CRDs.
 //! - [`process`]: the real binaries as child processes.
 //! - [`scenario`]: an embedded hub plus agents on loopback, driven like an operator would.
 //! - [`service`]: a Service stand-in routing to whichever hub replica is ready.
@@ -24,6 +25,7 @@ pub mod fleet;
 pub mod kube_fleet;
 pub mod loadgen;
 pub mod management;
+pub mod mirror_objects;
 pub mod pki;
 pub mod process;
 pub mod scenario;

@@ -66,7 +66,24 @@ async fn the_hub_on_crds_writes_status_on_transitions_only_and_fails_over() {
         .await
         .expect("a selection in the ClusterSet status");
 
-    // Steady state: heartbeats keep coming, status writes do not.
+    // Steady state: heartbeats keep coming, status writes do not. The Events of the first
+    // selection are created after the status that shows it: let them land (no write during
+    // two heartbeats) before counting.
+    let mut settled = sim.total_writes();
+    for _ in 0..10 {
+        let accepted = agents[0].status().accepted_total;
+        agents[0]
+            .wait_for(Duration::from_secs(20), |s| {
+                s.accepted_total >= accepted + 2
+            })
+            .await
+            .expect("two more heartbeats");
+        let now = sim.total_writes();
+        if now == settled {
+            break;
+        }
+        settled = now;
+    }
     let writes_before = sim.total_writes();
     let accepted = agents[0].status().accepted_total;
     agents[0]

@@ -197,16 +197,12 @@ async fn a_missing_mirror_is_reported_then_written_once_it_exists() {
         (change.condition.status, change.condition.reason.as_str()),
         ("False", "MirrorNotFound")
     );
-    assert_eq!(
-        (change.event.type_, change.event.reason.as_str()),
-        ("Warning", "MirrorNotFound")
-    );
     assert!(
-        change.event.note.contains(
+        change.condition.message.contains(
             "SveltosCluster lib.projectsveltos.io/v1beta1 fleet/late does not exist; create it"
         ),
         "{}",
-        change.event.note
+        change.condition.message
     );
     assert_eq!(patches(&f.sim, "sveltosclusters"), 0);
     create(
@@ -219,8 +215,8 @@ async fn a_missing_mirror_is_reported_then_written_once_it_exists() {
     .await;
     let change = next_change(&mut f).await;
     assert_eq!(
-        (change.condition.status, change.event.type_),
-        ("True", "Normal")
+        (change.condition.status, change.condition.reason.as_str()),
+        ("True", "Mirrored")
     );
     assert_eq!(
         labels(&object(&f.sim, MirrorKind::SveltosCluster, Some("fleet"), "late").await)[PROD],

@@ -10,6 +10,9 @@ pub const REACHABLE: &str = "Reachable";
 pub const READY: &str = "Ready";
 /// `Healthy`: debounced current state: reachable, ready, every liveness check passing.
 pub const HEALTHY: &str = "Healthy";
+/// `Mirrored`: every mirror object of the cluster holds what fleetpulse wants (only on
+/// clusters with mirrors).
+pub const MIRRORED: &str = "Mirrored";
 
 /// A condition's status, as the strings Kubernetes uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -250,6 +250,11 @@ pub struct MemberClusterStatus {
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Each mirror object (`spec.mirrors` and the hub-wide defaults) and what fleetpulse
+    /// keeps on it. Live on the hub's read API only; on the API server the `Mirrored`
+    /// condition sums it up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<super::MirrorStatus>,
 }
 
 /// The agent that last reported.

@@ -69,6 +69,47 @@ impl MirrorTaintEffect {
     }
 }
 
+/// Where one mirror object stands, as the hub's read API shows it.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MirrorState {
+    /// Not written yet, or held by the partition brake.
+    Pending,
+    /// Holds what fleetpulse wants.
+    Written,
+    /// The last attempt failed; see `reason` and `message`.
+    Failed,
+    /// No mirror cluster is configured (an embedded hub without `--mirror-kubeconfig`):
+    /// what would be written is shown, nothing is.
+    NotConnected,
+}
+
+/// One mirror object of a cluster and what fleetpulse keeps on it. Shown live by the hub's
+/// read API and `fleetpulse-hub get`/`describe`; not written to the API server, where the
+/// `Mirrored` condition sums it up.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MirrorStatus {
+    /// `kind apiVersion namespace/name`.
+    pub object: String,
+    /// Where it stands.
+    pub state: MirrorState,
+    /// Stable reason: `Mirrored`, `MirrorNotFound`, `UnknownKind`, `KindNotServed`,
+    /// `Forbidden`, `Conflict`, `WriteFailed`, `DefaultNotResolved`, `NotConnected`,
+    /// `Pending` or `Frozen`.
+    pub reason: String,
+    /// What happened and, on failure, the fix.
+    pub message: String,
+    /// The labels fleetpulse wants on the object.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The effect of fleetpulse's taint wanted on the object, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taint: Option<String>,
+    /// Writes made to the object since the hub started.
+    #[serde(default)]
+    pub writes: u64,
+}
+
 impl MirrorRef {
     /// A reference to `kind` `apiVersion` named `name` (namespace defaulted, no taint effect).
     pub fn new(api_version: &str, kind: &str, name: &str) -> Self {

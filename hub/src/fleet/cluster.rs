@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use fleetpulse_common::api::condition::{self, Status};
 use fleetpulse_common::api::{AgentStatus, CheckStatus, MemberClusterStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::HeartbeatReport;
@@ -46,6 +47,9 @@ pub struct ClusterState {
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckStatus>,
+    /// The `Mirrored` condition, on a cluster with mirrors (none or one; kept apart from
+    /// the health conditions, which only the core sets).
+    mirrored: Vec<Condition>,
 }
 
 impl ClusterState {
@@ -60,9 +64,11 @@ impl ClusterState {
         let record = record.unwrap_or_default();
         let status = record.status;
         let uid = status.agent.as_ref().map(|a| a.cluster_uid.clone());
+        let (mirrored, conditions) = (status.conditions.into_iter())
+            .partition(|c: &Condition| c.type_ == condition::MIRRORED);
         Self {
             liveness: Liveness::new(now),
-            health: Health::restore(status.conditions, uid, wall),
+            health: Health::restore(conditions, uid, wall),
             positions,
             positions_dirty: false,
             config_generation: status.config_generation.unwrap_or(0),
@@ -73,6 +79,27 @@ impl ClusterState {
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,
+            mirrored,
+        }
+    }
+
+    /// Sets the `Mirrored` condition (`None`: the cluster has no mirrors any more, the
+    /// condition goes). Returns whether it changed.
+    pub fn set_mirrored(
+        &mut self,
+        mirrored: Option<(Status, &str, &str)>,
+        wall: Timestamp,
+    ) -> bool {
+        match mirrored {
+            Some((status, reason, message)) => condition::set(
+                &mut self.mirrored,
+                condition::MIRRORED,
+                status,
+                reason,
+                message,
+                wall,
+            ),
+            None => !std::mem::take(&mut self.mirrored).is_empty(),
         }
     }
 
@@ -165,13 +192,17 @@ impl ClusterState {
     /// The status as shown live (read API): everything known right now.
     pub fn live_status(&self) -> MemberClusterStatus {
         MemberClusterStatus {
-            conditions: self.health.conditions().to_vec(),
+            conditions: (self.health.conditions().iter())
+                .chain(&self.mirrored)
+                .cloned()
+                .collect(),
             last_heartbeat_time: self.last_heartbeat.map(Time),
             agent: self.agent.clone(),
             checks: self.checks.clone(),
             config_generation: (self.config_generation > 0).then_some(self.config_generation),
             config_hash: (self.config_hash != 0).then(|| format!("{:016x}", self.config_hash)),
             observed_generation: None,
+            mirrors: Vec::new(),
         }
     }
 

@@ -17,7 +17,9 @@ impl Fleet {
             .clusters()
             .map(|e| {
                 let mut mc = (*e.object).clone();
-                mc.status = Some(e.state.lock().live_status());
+                let mut status = e.state.lock().live_status();
+                status.mirrors = self.mirror_statuses(&e.id);
+                mc.status = Some(status);
                 if let Some(keys) = membership.remove(&e.id) {
                     let labels = mc.metadata.labels.get_or_insert_with(Default::default);
                     for key in keys {
@@ -27,6 +29,17 @@ impl Fleet {
                 mc
             })
             .collect()
+    }
+
+    /// Whether the partition brake holds set reassignment (and mirror writes) now.
+    pub fn reassignment_frozen(&self) -> bool {
+        self.sets.lock().brake.frozen()
+    }
+
+    /// The clusters a tripped rollout held at the last evaluation: their sets, and their
+    /// mirrors, stay as they were.
+    pub fn rollout_held(&self) -> std::collections::HashSet<ClusterId> {
+        self.sets.lock().held.clone()
     }
 
     /// The cluster's recent condition transitions, oldest first.

@@ -4,7 +4,7 @@
 //! heartbeat path or the detector tick), on reload, on a brake change, and when a
 //! selected cluster's toleration runs out; never on a resync timer.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -39,6 +39,8 @@ pub struct SetsState {
     pub brake_changed: Option<Timestamp>,
     /// The earliest time a tolerated selected cluster's toleration runs out.
     next_deadline: Option<Timestamp>,
+    /// The clusters a tripped rollout held at the last evaluation.
+    pub held: HashSet<ClusterId>,
 }
 
 impl SetsState {
@@ -50,6 +52,7 @@ impl SetsState {
             rollouts,
             brake_changed: None,
             next_deadline: None,
+            held: HashSet::new(),
         }
     }
 }
@@ -162,8 +165,10 @@ impl Fleet {
         }
         sets.statuses.retain(|k, _| present.contains(k));
         sets.next_deadline = deadline;
+        sets.held = held;
         drop(sets);
         self.store.send(writes);
+        self.decided.notify_one();
     }
 
     /// Feeds the brake the tick's `(last heartbeat, grace period)` of every unpaused

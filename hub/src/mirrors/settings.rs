@@ -32,9 +32,9 @@ pub struct MirrorArgs {
         value_parser = DefaultMirror::parse
     )]
     pub mirror_defaults: Vec<DefaultMirror>,
-    /// Embedded mode: the kubeconfig of the cluster the mirror objects live on (e.g. an
-    /// Argo CD or Sveltos management cluster). Without it the embedded hub only shows what
-    /// it would write. In Kubernetes mode mirrors are written to the hub's own cluster.
+    /// The kubeconfig of the cluster the mirror objects live on (e.g. an Argo CD or Sveltos
+    /// management cluster). Default: in Kubernetes mode the hub's own cluster; an embedded
+    /// hub without it only shows what it would write.
     #[arg(long, env = "FLEETPULSE_MIRROR_KUBECONFIG")]
     pub mirror_kubeconfig: Option<PathBuf>,
     /// Seconds between re-reads of each mirror object, to restore labels or a taint someone

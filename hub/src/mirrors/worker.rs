@@ -184,6 +184,7 @@ impl Worker {
                 object.entry.wanted.clone(),
                 wall.clone(),
             );
+            tracing::debug!(object = %object.entry.object, labels = ?wanted.labels, taint = ?wanted.taint, "syncing mirror");
             running.spawn(async move {
                 let result = writer.sync(&target, &wanted, &wall).await;
                 (key, wanted, result)
@@ -231,7 +232,8 @@ impl Worker {
                         .without_max_times()
                         .build()
                 });
-                let delay = backoff.next().unwrap_or(self.resync);
+                // Jitter may add to a delay: never wait longer than a resync.
+                let delay = backoff.next().unwrap_or(self.resync).min(self.resync);
                 object.due = Some(now + delay);
                 object.outcome = Some((
                     MirrorState::Failed,
@@ -290,7 +292,10 @@ impl Worker {
                 && conditions.get(cluster) != Some(&now)
             {
                 conditions.insert(cluster.clone(), now.clone());
-                let _ = self.changes.send(MirrorChange::new(cluster.clone(), now));
+                let _ = self.changes.send(MirrorChange {
+                    cluster: cluster.clone(),
+                    condition: now,
+                });
             }
         }
         *self.statuses.lock() = by_cluster;

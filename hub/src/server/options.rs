@@ -11,6 +11,7 @@ use crate::core::brake::BrakeSettings;
 use crate::core::health::Debounce;
 use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
+use crate::mirrors::MirrorArgs;
 
 /// How to run an embedded hub.
 #[derive(Clone)]
@@ -54,6 +55,12 @@ pub struct HubOptions {
     pub batch_verify: Option<BatchSettings>,
     /// Expose per-cluster condition gauges on `/metrics`.
     pub per_cluster_metrics: bool,
+    /// Mirrors: hub-wide defaults and the resync interval.
+    pub mirrors: MirrorArgs,
+    /// The cluster mirror objects live on, from `--mirror-kubeconfig` (default: the
+    /// Kubernetes mode's own cluster; an embedded hub without it only shows what it would
+    /// write).
+    pub mirror_client: Option<kube::Client>,
 }
 
 impl HubOptions {
@@ -78,6 +85,8 @@ impl HubOptions {
             status_refresh: Duration::from_secs(300),
             batch_verify: Some(BatchSettings::default()),
             per_cluster_metrics: false,
+            mirrors: MirrorArgs::default(),
+            mirror_client: None,
         }
     }
 }
