@@ -10,8 +10,9 @@
 //! - invalid values (wrong type, unknown key, replicas 0, plain-http hub URL, ...) are
 //!   refused by helm with a message naming the value;
 //! - every container is hardened; the RBAC rules are least privilege (no wildcards in the
-//!   hub's, Secrets only namespaced for the agent, pods created only in the checks
-//!   namespace);
+//!   hub's, which writes only status, labels, Events, its Lease and Pod, and the enabled
+//!   mirror kinds, Secrets only Argo CD's in its namespace; Secrets only namespaced for
+//!   the agent, pods created only in the checks namespace);
 //! - the CRDs helm installs are the ones the Rust types generate;
 //! - the NOTES' public-key command is the agent's `pubkey` on its key Secret, and every command
 //!   in both charts' NOTES is valid shell as pasted (`bash -n`);
@@ -24,7 +25,8 @@
 //! - (`charts/mirrors.rs`) RBAC on exactly the enabled mirror kinds, the mirror defaults
 //!   as `--mirror-default` flags;
 //! - (`charts/live.rs`) the RBAC rules allow every call the real hub and agent make against
-//!   a recording Kubernetes API server, and the agent is granted nothing it does not use.
+//!   a recording Kubernetes API server (with every feature on, mirrors included), and
+//!   neither is granted anything it does not use.
 
 #[path = "charts/live.rs"]
 mod live;

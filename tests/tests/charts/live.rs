@@ -26,9 +26,11 @@ use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set, crds}
 use fleetpulse_common::lua::LuaLimits;
 use fleetpulse_common::protocol::keys;
 use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_hub::mirrors::{MirrorKind, MirrorState};
 use fleetpulse_hub::server::Hub;
 use fleetpulse_kubesim::{KubeSim, Outcome, PodMatcher, RequestRecord};
 use fleetpulse_tests::fleet::condition_of;
+use fleetpulse_tests::mirror_objects;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::wait;
 
@@ -250,7 +252,20 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         .create(&PostParams::default(), &keptn_metric_crd())
         .await
         .unwrap();
-    namespaces(&mgmt, &[NAMESPACE, FLEET]).await;
+    namespaces(&mgmt, &[NAMESPACE, FLEET, "argocd"]).await;
+    // The objects the chart's mirror defaults name: a SveltosCluster, an Argo CD cluster
+    // Secret and a Karmada Cluster per cluster.
+    mirror_objects::install_crds(&mgmt.client()).await.unwrap();
+    for name in CLUSTERS {
+        let (sveltos, argocd, karmada) = (
+            MirrorKind::SveltosCluster,
+            MirrorKind::ArgoCdSecret,
+            MirrorKind::KarmadaCluster,
+        );
+        mirror_objects::create(&mgmt, sveltos, Some(FLEET), name, json!({})).await;
+        mirror_objects::create(&mgmt, argocd, Some("argocd"), name, json!({})).await;
+        mirror_objects::create(&mgmt, karmada, None, name, json!({})).await;
+    }
     let members: Vec<KubeSim> = CLUSTERS.iter().map(|_| KubeSim::new()).collect();
     let mut member_marks = Vec::new();
     for (name, member) in CLUSTERS.iter().zip(&members) {
@@ -372,6 +387,19 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         })
     });
     assert!(readyz_passing, "the agents called /readyz");
+    // Every mirror written, the unhealthy cluster's Karmada Cluster with its taint: the
+    // hub has used its mirror grants.
+    wait::until("every mirror written", TIMEOUT, || {
+        hub.fleet.member_clusters().iter().all(|mc| {
+            let mirrors = mc.status.as_ref().map(|s| s.mirrors.clone()).unwrap_or_default();
+            mirrors.len() == 3 && mirrors.iter().all(|m| m.state == MirrorState::Written)
+        }) && hub.fleet.member_clusters().iter().any(|mc| {
+            let mirrors = mc.status.as_ref().map(|s| s.mirrors.clone()).unwrap_or_default();
+            mirrors.iter().any(|m| m.taint.is_some())
+        })
+    })
+    .await
+    .unwrap();
     for agent in agents {
         agent.stop().await.unwrap();
     }

@@ -9,7 +9,7 @@ use super::tools::{
 };
 
 /// Every mirror kind with the API group and resource the hub writes.
-const KINDS: &[(&str, &str, &str)] = &[
+pub const KINDS: &[(&str, &str, &str)] = &[
     ("sveltoscluster", "lib.projectsveltos.io", "sveltosclusters"),
     ("capi-cluster", "cluster.x-k8s.io", "clusters"),
     ("argocd-secret", "", "secrets"),

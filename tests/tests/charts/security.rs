@@ -93,7 +93,7 @@ fn agent_grants(args: &[String]) -> Vec<Grant> {
 }
 
 #[test]
-fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_and_pod() {
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_and_mirrors() {
     for (name, args) in Chart::Hub.value_sets() {
         let grants = hub_grants(&args);
         assert!(!grants.is_empty(), "{name}");
@@ -106,12 +106,25 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                     g.source
                 );
             }
+            // Secrets: only Argo CD's cluster Secrets, in its namespace, for mirrors.
+            let argocd = g.namespace.as_deref() == Some("argocd") && r.resources == ["secrets"];
             assert!(
-                !r.resources.iter().any(|x| x.starts_with("secrets")),
+                argocd || !r.resources.iter().any(|x| x.starts_with("secrets")),
                 "{name}: {r:?}"
             );
+            let mirror_kind = |group: &str| {
+                r.resources.iter().all(|x| {
+                    super::mirrors::KINDS
+                        .iter()
+                        .any(|(_, g, resource)| *g == group && resource == x)
+                })
+            };
             for verb in r.verbs.iter().filter(|v| WRITE_VERBS.contains(&v.as_str())) {
                 let allowed = match (r.api_groups.as_slice(), verb.as_str()) {
+                    // Labels (and a taint) on the mirror objects of the enabled kinds.
+                    ([group], "patch") if mirror_kind(group) && (!group.is_empty() || argocd) => {
+                        true
+                    }
                     ([group], "patch") if group == "fleetpulse.io" => r
                         .resources
                         .iter()
