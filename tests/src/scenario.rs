@@ -13,6 +13,7 @@ use fleetpulse_agent::checks::resources::Reader;
 use fleetpulse_agent::{AgentHandle, AgentOptions, Url};
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::Status;
+use fleetpulse_hub::mirrors::MirrorArgs;
 use fleetpulse_hub::server::{Hub, HubOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +35,8 @@ pub struct Scenario {
     agents: BTreeMap<usize, AgentHandle>,
     interval: Duration,
     engines: CancellationToken,
+    /// The cluster mirror objects live on, and the hub's mirror flags.
+    mirrors: Option<(kube::Client, MirrorArgs)>,
 }
 
 impl Scenario {
@@ -42,6 +45,17 @@ impl Scenario {
         count: usize,
         interval_secs: u32,
         grace_secs: u32,
+    ) -> anyhow::Result<Scenario> {
+        Self::start_with_mirrors(count, interval_secs, grace_secs, None).await
+    }
+
+    /// [`Scenario::start`], with the hub writing mirrors to `mirrors`' cluster as its
+    /// flags say (what `--mirror-kubeconfig` and `--mirror-default` give a real hub).
+    pub async fn start_with_mirrors(
+        count: usize,
+        interval_secs: u32,
+        grace_secs: u32,
+        mirrors: Option<(kube::Client, MirrorArgs)>,
     ) -> anyhow::Result<Scenario> {
         let dir = tempfile::tempdir()?;
         let pki = Pki::generate(dir.path())?;
@@ -61,6 +75,7 @@ impl Scenario {
             agents: BTreeMap::new(),
             interval: Duration::from_secs(interval_secs.into()),
             engines: CancellationToken::new(),
+            mirrors,
         };
         scenario.start_hub().await?;
         scenario.url = format!("https://localhost:{}", scenario.addr.port()).parse()?;
@@ -82,6 +97,10 @@ impl Scenario {
             self.addr,
         );
         o.tls = Some((self.pki.server_cert.clone(), self.pki.server_key.clone()));
+        if let Some((client, args)) = &self.mirrors {
+            o.mirror_client = Some(client.clone());
+            o.mirrors = args.clone();
+        }
         o
     }
 

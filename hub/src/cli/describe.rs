@@ -266,6 +266,25 @@ pub fn render(d: &Described, now: Timestamp) -> String {
         &["KIND", "NAME", "MATCHING", "SELECTED"],
         sets.collect(),
     );
+    if !status.mirrors.is_empty() {
+        let mirrors = status.mirrors.iter().map(|m| {
+            let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            vec![
+                m.object.clone(),
+                format!("{:?}", m.state),
+                labels.join(","),
+                m.taint.clone().unwrap_or_else(|| "-".into()),
+                m.writes.to_string(),
+                m.message.clone(),
+            ]
+        });
+        section(
+            &mut out,
+            "Mirrors",
+            &["OBJECT", "STATE", "LABELS", "TAINT", "WRITES", "MESSAGE"],
+            mirrors.collect(),
+        );
+    }
     let transitions = d.transitions.iter().rev().map(|t| {
         vec![
             format!("{} ago", age(t.at.0, now)),

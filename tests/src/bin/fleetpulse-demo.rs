@@ -3,7 +3,9 @@
 //! real agent per cluster running the checks a HealthPolicy gives it, and a ClusterSet with
 //! `maxReplicas: 1`. A node of the selected cluster goes NotReady: its API server still
 //! answers, but its check fails, and the ClusterSet fails over. Then another cluster loses
-//! power entirely. Every step is printed as it happens.
+//! power entirely. A deployment tool follows each failover: the hub mirrors set membership
+//! onto Argo CD cluster Secrets on a simulated Argo CD cluster, and the demo evaluates an
+//! ApplicationSet's cluster generator over them. Every step is printed as it happens.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
@@ -15,9 +17,13 @@ use fleetpulse_agent::checks::resources::{KubeReader, Reader};
 use fleetpulse_common::api::SetStatus;
 use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
 use fleetpulse_hub::cli::get::{member_cluster_table, set_table};
+use fleetpulse_hub::mirrors::MirrorArgs;
+use fleetpulse_hub::mirrors::settings::DefaultMirror;
 use fleetpulse_kubesim::KubeSim;
 use fleetpulse_tests::scenario::Scenario;
 use fleetpulse_tests::{fleet, wait};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, ListParams, PostParams};
 
 /// Run an embedded hub, simulated member clusters and real agents, and watch failover.
 #[derive(Debug, Parser)]
@@ -47,6 +53,58 @@ spec:
     - name: all-nodes-ready
       readyNodes: {minPercent: 100}
 ";
+
+/// Where Argo CD keeps its cluster Secrets.
+const ARGOCD: &str = "argocd";
+/// What an ApplicationSet's cluster generator selects: Argo CD cluster Secrets that carry
+/// the ClusterSet's membership label, which the hub keeps on them.
+const GENERATOR_SELECTOR: &str =
+    "argocd.argoproj.io/secret-type=cluster,clusterset.fleetpulse.io/primary=selected";
+
+/// The simulated Argo CD cluster's cluster Secrets: one per member cluster, as `argocd
+/// cluster add` leaves them.
+async fn install_cluster_secrets(argo: &KubeSim, s: &Scenario) -> anyhow::Result<()> {
+    let namespace: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": ARGOCD}}))?;
+    Api::all(argo.client())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    let secrets: Api<Secret> = Api::namespaced(argo.client(), ARGOCD);
+    for c in &s.clusters {
+        let name = &c.id.name;
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "stringData": {"name": name, "server": format!("https://{name}.example.com")}
+        }))?;
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
+    Ok(())
+}
+
+/// The clusters the ApplicationSet's cluster generator picks now.
+async fn generator_picks(argo: &KubeSim) -> Vec<String> {
+    let secrets: Api<Secret> = Api::namespaced(argo.client(), ARGOCD);
+    let params = ListParams::default().labels(GENERATOR_SELECTOR);
+    let mut names: Vec<String> = (secrets.list(&params).await)
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits until the generator picks exactly `cluster`.
+async fn until_generator_picks(argo: &KubeSim, cluster: &str) -> anyhow::Result<()> {
+    wait::until_some(
+        "the ApplicationSet's cluster generator to follow",
+        Duration::from_secs(60),
+        || async { (generator_picks(argo).await == [cluster]).then_some(()) },
+    )
+    .await?;
+    Ok(())
+}
 
 fn set_status(s: &Scenario) -> SetStatus {
     let sets = s.hub().fleet.cluster_sets();
@@ -99,7 +157,24 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let n = args.clusters as usize;
     let grace = Duration::from_secs(args.grace_period_seconds.into());
-    let mut s = Scenario::start(n, args.interval_seconds, args.grace_period_seconds).await?;
+    // The hub mirrors health and membership onto the Argo CD cluster's Secrets (what
+    // `--mirror-kubeconfig` and `--mirror-default argocd-secret:namespace=argocd` do).
+    let argo = KubeSim::new();
+    let mirrors = MirrorArgs {
+        mirror_defaults: vec![
+            DefaultMirror::parse("argocd-secret:namespace=argocd").map_err(anyhow::Error::msg)?,
+        ],
+        mirror_kubeconfig: None,
+        mirror_resync_seconds: 300,
+    };
+    let mut s = Scenario::start_with_mirrors(
+        n,
+        args.interval_seconds,
+        args.grace_period_seconds,
+        Some((argo.client(), mirrors)),
+    )
+    .await?;
+    install_cluster_secrets(&argo, &s).await?;
     s.write_manifest("policy.yaml", POLICY)?;
     s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     println!(
@@ -129,8 +204,14 @@ async fn main() -> anyhow::Result<()> {
         took.as_secs_f64()
     );
     print_tables(&s);
-
     let first = selected(&s).expect("selected");
+    until_generator_picks(&argo, &first).await?;
+    println!(
+        "\n   An Argo CD ApplicationSet whose cluster generator selects\n   \
+         {GENERATOR_SELECTOR}\n   \
+         (the label the hub keeps on Argo CD's cluster Secrets) deploys to: {first}"
+    );
+
     let victim = s
         .clusters
         .iter()
@@ -158,6 +239,11 @@ async fn main() -> anyhow::Result<()> {
     if let Some(reason) = set_status(&s).last_failover_reason {
         println!("   reason: {reason}");
     }
+    until_generator_picks(&argo, &second).await?;
+    println!(
+        "   The ApplicationSet follows: it deploys to {second} now ({:.1}s after the fault).",
+        fault.elapsed().as_secs_f64()
+    );
 
     let second_index = s
         .clusters
@@ -180,9 +266,15 @@ async fn main() -> anyhow::Result<()> {
         args.grace_period_seconds
     );
     print_tables(&s);
+    until_generator_picks(&argo, &third).await?;
+    println!(
+        "   The ApplicationSet follows: it deploys to {third} now ({:.1}s after the fault).",
+        fault.elapsed().as_secs_f64()
+    );
     println!(
         "\nSummary: {n} clusters, 2 faults, 2 failovers, no flapping; the hub never connected to a\n\
-         cluster (agents push signed reports). Total {:.1}s.",
+         cluster (agents push signed reports), and the deployment tool moved with each failover.\n\
+         Total {:.1}s.",
         started.elapsed().as_secs_f64()
     );
     if args.keep_running {

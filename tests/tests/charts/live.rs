@@ -391,10 +391,18 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
     // hub has used its mirror grants.
     wait::until("every mirror written", TIMEOUT, || {
         hub.fleet.member_clusters().iter().all(|mc| {
-            let mirrors = mc.status.as_ref().map(|s| s.mirrors.clone()).unwrap_or_default();
+            let mirrors = mc
+                .status
+                .as_ref()
+                .map(|s| s.mirrors.clone())
+                .unwrap_or_default();
             mirrors.len() == 3 && mirrors.iter().all(|m| m.state == MirrorState::Written)
         }) && hub.fleet.member_clusters().iter().any(|mc| {
-            let mirrors = mc.status.as_ref().map(|s| s.mirrors.clone()).unwrap_or_default();
+            let mirrors = mc
+                .status
+                .as_ref()
+                .map(|s| s.mirrors.clone())
+                .unwrap_or_default();
             mirrors.iter().any(|m| m.taint.is_some())
         })
     })

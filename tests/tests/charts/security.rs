@@ -93,7 +93,8 @@ fn agent_grants(args: &[String]) -> Vec<Grant> {
 }
 
 #[test]
-fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_and_mirrors() {
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_and_mirrors()
+ {
     for (name, args) in Chart::Hub.value_sets() {
         let grants = hub_grants(&args);
         assert!(!grants.is_empty(), "{name}");

@@ -139,3 +139,43 @@ fn describe_says_none_for_empty_sections() {
         "{out}"
     );
 }
+
+#[test]
+fn describe_shows_each_mirror_with_its_state_labels_taint_and_writes_only_when_there_are_mirrors() {
+    use fleetpulse_common::api::{MirrorState, MirrorStatus};
+    let mut d = described();
+    assert!(
+        !render(&d, t(600)).contains("Mirrors:"),
+        "no mirrors, no section"
+    );
+    let status = d.cluster.status.as_mut().unwrap();
+    status.mirrors = vec![MirrorStatus {
+        object: "Cluster cluster.karmada.io/v1alpha1 edge-1".into(),
+        state: MirrorState::Written,
+        reason: "Mirrored".into(),
+        message: "written".into(),
+        labels: [(
+            "health.fleetpulse.io/healthy".to_owned(),
+            "false".to_owned(),
+        )]
+        .into(),
+        taint: Some("NoSchedule".into()),
+        writes: 3,
+    }];
+    let out = render(&d, t(600));
+    let row: Vec<&str> = line_with(&out, "karmada").split_whitespace().collect();
+    assert_eq!(
+        row,
+        [
+            "Cluster",
+            "cluster.karmada.io/v1alpha1",
+            "edge-1",
+            "Written",
+            "health.fleetpulse.io/healthy=false",
+            "NoSchedule",
+            "3",
+            "written"
+        ],
+        "{out}"
+    );
+}
