@@ -1,8 +1,9 @@
 //! Mirrors end to end: the real `fleetpulse-hub serve --kube` against a simulated
 //! management cluster that also holds other tools' objects (SveltosClusters, Argo CD
 //! cluster Secrets, Karmada Clusters, OCM ManagedClusters, from the test CRDs in
-//! `fixtures/mirror-crds/`), and one real agent per simulated member cluster. Each scenario
-//! prints and bounds the hub's writes to mirror objects: O(transitions), none while steady.
+//! `fixtures/mirror-crds/`), and one real agent per simulated member cluster; and an
+//! embedded hub writing to the cluster `--mirror-kubeconfig` names. Each scenario prints
+//! and bounds the hub's writes to mirror objects: O(transitions), none while steady.
 //!
 //! Timing: 1 s heartbeats, 4 s grace. Deadlines are generous; nothing sleeps a fixed time.
 
@@ -429,6 +430,120 @@ async fn scenario_4_a_missing_mirror_is_reported_then_written_within_one_resync_
         mirror_writes(&fleet, &kinds) - before,
         1,
         1,
+    );
+    Ok(())
+}
+
+/// An embedded hub (`serve --manifests --data`) writes mirrors to the cluster
+/// `--mirror-kubeconfig` names, and its read API shows each mirror's state.
+#[test]
+fn scenario_5_an_embedded_hub_writes_mirrors_to_the_cluster_its_mirror_kubeconfig_names()
+-> anyhow::Result<()> {
+    use fleetpulse_common::api::MirrorState;
+    use fleetpulse_tests::embedded_hub::EmbeddedHub;
+    use fleetpulse_tests::process::Running;
+    use fleetpulse_tests::wait::blocking_until;
+
+    let dir = tempfile::tempdir()?;
+    let pki = fleetpulse_tests::pki::Pki::generate(dir.path())?;
+    let manifests = dir.path().join("manifests");
+    let clusters = fleetpulse_tests::fleet::write_clusters(&manifests, 1, 1, 4)?;
+    let cluster = &clusters[0];
+    // The Argo CD cluster, served on loopback on a runtime of its own (the test blocks).
+    let runtime = tokio::runtime::Runtime::new()?;
+    let _in_runtime = runtime.enter();
+    let argo = fleetpulse_kubesim::KubeSim::new();
+    let (addr, _server) = runtime.block_on(argo.serve("127.0.0.1:0".parse()?))?;
+    let kubeconfig = dir.path().join("argocd.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        fleetpulse_kubesim::kubeconfig(&format!("http://{addr}")),
+    )?;
+    runtime.block_on(async {
+        objects::namespace(&argo.client(), ARGOCD).await?;
+        let extra = json!({"metadata": {"labels": {(SECRET_TYPE): "cluster"}}});
+        create(
+            &argo,
+            MirrorKind::ArgoCdSecret,
+            Some(ARGOCD),
+            &cluster.id.name,
+            extra,
+        )
+        .await;
+        anyhow::Ok(())
+    })?;
+    let kubeconfig = kubeconfig.display().to_string();
+    let hub = EmbeddedHub::spawn(
+        &manifests,
+        &dir.path().join("data"),
+        &pki,
+        &[
+            "--mirror-kubeconfig",
+            &kubeconfig,
+            "--mirror-default",
+            "argocd-secret:namespace=argocd",
+        ],
+    )?;
+    let key = dir.path().join("agent.pem");
+    std::fs::write(
+        &key,
+        fleetpulse_common::protocol::keys::to_pem(&cluster.key),
+    )?;
+    let key = key.display().to_string();
+    let id = cluster.id.to_string();
+    let _agent = Running::spawn(
+        "fleetpulse-agent",
+        &[
+            "run",
+            "--hub",
+            &hub.server,
+            "--cluster",
+            &id,
+            "--key-file",
+            &key,
+            "--hub-ca",
+            &hub.ca,
+            "--interval-seconds",
+            "1",
+        ],
+    )?;
+    let secret = || {
+        let obj = runtime.block_on(object(
+            &argo,
+            MirrorKind::ArgoCdSecret,
+            Some(ARGOCD),
+            &cluster.id.name,
+        ));
+        labels(&obj)
+    };
+    blocking_until("the Argo CD Secret labelled healthy", DEADLINE, || {
+        secret().get(HEALTHY).is_some_and(|v| v == "true")
+    })?;
+    assert_eq!(secret()[REACHABLE_LABEL], "true");
+    assert_eq!(secret()[SECRET_TYPE], "cluster");
+    let mut shown = Vec::new();
+    blocking_until("the read API to show the mirror written", DEADLINE, || {
+        shown = (hub.clusters().unwrap_or_default().into_iter())
+            .flat_map(|mc| mc.status.unwrap_or_default().mirrors)
+            .collect();
+        shown.len() == 1 && shown[0].state == MirrorState::Written
+    })?;
+    assert_eq!(
+        shown[0].object,
+        format!("Secret v1 argocd/{}", cluster.id.name)
+    );
+    let writes = argo.write_count("secrets", "patch");
+    println!(
+        "scenario=5 embedded mirror_writes={writes} shown_writes={}",
+        shown[0].writes
+    );
+    assert_eq!(
+        writes, shown[0].writes,
+        "the read API counts the writes made"
+    );
+    assert_eq!(
+        writes, 1,
+        "one apply: reachable, healthy (no set selects it)"
     );
     Ok(())
 }
