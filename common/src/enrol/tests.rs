@@ -290,12 +290,14 @@ fn a_registration_verifies_only_with_the_key_it_carries() {
 }
 
 #[test]
-fn a_rotation_overlaps_then_retires_the_old_key() {
+fn a_rotation_overlaps_then_retires_the_old_key_and_answers_the_operators_request() {
     let mut set = enrolled(&key(1));
+    set.rotation_requested = true;
     let r = rotation(&key(1), &key(2), 1_000, 1);
     let request = RotationRequest::sign(&key(1), &key(2), &r);
     let rotated = set.rotate(&request, cx(1_000), OVERLAP).unwrap();
     assert!(rotated.changed);
+    assert!(!set.rotation_requested, "the request is answered");
     let old = KeyId::of(&key(1).verifying_key()).0;
     assert!(matches!(
         set.verdict(&old, 1_000 + OVERLAP - 1),
