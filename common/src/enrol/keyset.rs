@@ -141,6 +141,9 @@ impl KeySet {
         now: i64,
     ) -> Result<(), Rejection> {
         let key_id = KeyId::of(key).0;
+        if let Some(problem) = keys::published(&keys::public_key_string(key)) {
+            return Err(refuse(RejectCode::KeyInUse, problem));
+        }
         if self.get(&key_id).is_some() {
             return Err(refuse(
                 RejectCode::KeyInUse,

@@ -329,3 +329,13 @@ fn pins_parse_and_print_as_sha256_hex() {
         assert!(bad.parse::<CaPin>().is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_published_test_vector_key_cannot_be_registered() {
+    let mut set = KeySet::new(cluster());
+    let published = keys::parse_public_key(keys::PUBLISHED_KEYS[0]).unwrap();
+    let refused = set.register(&published, "abcdef", false, 0).unwrap_err();
+    assert_eq!(refused.code, RejectCode::KeyInUse);
+    assert!(refused.message.contains("RFC 8037"), "{}", refused.message);
+    assert!(set.keys.is_empty());
+}
