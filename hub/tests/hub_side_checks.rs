@@ -70,18 +70,61 @@ fn report(id: &ClusterId, seq: u64, wall: Timestamp, config_generation: u64) -> 
 
 #[test]
 fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
+    let mcs = three_rounds(
+        vec![cluster("edge-1"), cluster("edge-2")],
+        vec![metric("edge-1", "0.01"), metric("edge-2", "0.9")],
+    );
+    let healthy = |name: &str| {
+        let status = mcs
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(name))
+            .unwrap()
+            .status
+            .clone()
+            .unwrap();
+        let cond = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == HEALTHY)
+            .unwrap()
+            .clone();
+        (Status::parse(&cond.status), error_rate(&status).1)
+    };
+    assert_eq!(healthy("edge-1"), (Status::True, "error rate 0.01".into()));
+    assert_eq!(
+        healthy("edge-2"),
+        (Status::False, "error rate 0.9".into()),
+        "edge-2 reads its own metric"
+    );
+}
+
+/// The `error-rate` check of a status, as `(passing, message)`.
+fn error_rate(status: &fleetpulse_common::api::MemberClusterStatus) -> (bool, String) {
+    let check = (status.checks.iter())
+        .find(|c| c.name == "error-rate")
+        .unwrap();
+    (check.passing, check.message.clone())
+}
+
+/// Runs three rounds of hub checks and reports for `clusters` over `hub_objects` (the
+/// agents' checks pass); returns the MemberClusters as the read API shows them. The agent
+/// never gets the hub-side checks.
+fn three_rounds(
+    clusters: Vec<MemberCluster>,
+    hub_objects: Vec<serde_json::Value>,
+) -> Vec<MemberCluster> {
     let fleet = testing::fleet_in_memory(Settings::default());
     let (t0, w0) = (Instant::now(), Timestamp::now());
+    let ids: Vec<ClusterId> = clusters
+        .iter()
+        .map(|c| ClusterId::new("fleet", c.metadata.name.clone().unwrap()))
+        .collect();
     let objects = Objects {
-        member_clusters: shared(vec![cluster("edge-1"), cluster("edge-2")]),
-        hub_objects: vec![metric("edge-1", "0.01"), metric("edge-2", "0.9")],
+        member_clusters: shared(clusters),
+        hub_objects,
         ..Default::default()
     };
     assert!(fleet.reload(objects, t0, w0).is_empty());
-    let ids = [
-        ClusterId::new("fleet", "edge-1"),
-        ClusterId::new("fleet", "edge-2"),
-    ];
     for seq in 1..=3u64 {
         let (now, wall) = (
             t0 + Duration::from_secs(seq),
@@ -103,99 +146,23 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
             fleet.accept(&admitted, now, wall).unwrap();
         }
     }
-    let mcs = fleet.member_clusters();
-    let healthy = |name: &str| {
-        let status = mcs
-            .iter()
-            .find(|m| m.metadata.name.as_deref() == Some(name))
-            .unwrap()
-            .status
-            .clone()
-            .unwrap();
-        let cond = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == HEALTHY)
-            .unwrap()
-            .clone();
-        let check = status
-            .checks
-            .iter()
-            .find(|c| c.name == "error-rate")
-            .unwrap()
-            .clone();
-        (Status::parse(&cond.status), check.message)
-    };
-    assert_eq!(healthy("edge-1"), (Status::True, "error rate 0.01".into()));
-    assert_eq!(
-        healthy("edge-2"),
-        (Status::False, "error rate 0.9".into()),
-        "edge-2 reads its own metric"
-    );
-}
-
-/// Runs three rounds of hub checks and reports for `clusters` over `hub_objects`; returns
-/// each cluster's `error-rate` check as `(passing, message)`.
-fn three_rounds(
-    clusters: Vec<MemberCluster>,
-    hub_objects: Vec<serde_json::Value>,
-) -> Vec<(bool, String)> {
-    let fleet = testing::fleet_in_memory(Settings::default());
-    let (t0, w0) = (Instant::now(), Timestamp::now());
-    let ids: Vec<ClusterId> = clusters
-        .iter()
-        .map(|c| ClusterId::new("fleet", c.metadata.name.clone().unwrap()))
-        .collect();
-    let objects = Objects {
-        member_clusters: shared(clusters),
-        hub_objects,
-        ..Default::default()
-    };
-    assert!(fleet.reload(objects, t0, w0).is_empty());
-    for seq in 1..=3u64 {
-        let (now, wall) = (
-            t0 + Duration::from_secs(seq),
-            w0 + SignedDuration::from_secs(seq as i64),
-        );
-        fleet.tick(now, wall);
-        for id in &ids {
-            let entry = fleet.registry().cluster(id).cloned().unwrap();
-            let report = report(id, seq, wall, fleet.config(&entry).generation);
-            let admitted = Admitted {
-                entry,
-                kid: "kid".into(),
-                claims: report,
-            };
-            fleet.accept(&admitted, now, wall).unwrap();
-        }
-    }
-    let mcs = fleet.member_clusters();
-    ids.iter()
-        .map(|id| {
-            let mc = mcs
-                .iter()
-                .find(|m| m.metadata.name.as_deref() == Some(&id.name))
-                .unwrap();
-            let check = (mc.status.as_ref().unwrap().checks.iter())
-                .find(|c| c.name == "error-rate")
-                .unwrap()
-                .clone();
-            (check.passing, check.message)
-        })
-        .collect()
+    fleet.member_clusters()
 }
 
 #[test]
 fn a_hub_side_check_reads_only_its_clusters_namespace_and_one_naming_another_fails_saying_so() {
     // Another team's namespace holds a metric that would pass; ours has none.
     let theirs = metric_in("payments", "edge-1", "0.01");
-    let results = three_rounds(
+    let mcs = three_rounds(
         vec![
             cluster_reading("edge-1", Some("payments")),
             cluster_reading("edge-2", None),
         ],
-        vec![theirs.clone(), metric_in("payments", "edge-2", "0.01")],
+        vec![theirs, metric_in("payments", "edge-2", "0.01")],
     );
+    let results: Vec<(bool, String)> = (mcs.iter())
+        .map(|mc| error_rate(mc.status.as_ref().unwrap()))
+        .collect();
     let (passing, message) = &results[0];
     assert!(
         !passing,

@@ -499,7 +499,6 @@ fn scenario_5_an_embedded_hub_writes_mirrors_to_the_cluster_its_mirror_kubeconfi
 -> anyhow::Result<()> {
     use fleetpulse_common::api::MirrorState;
     use fleetpulse_tests::embedded_hub::EmbeddedHub;
-    use fleetpulse_tests::process::Running;
     use fleetpulse_tests::wait::blocking_until;
 
     let dir = tempfile::tempdir()?;
@@ -547,24 +546,7 @@ fn scenario_5_an_embedded_hub_writes_mirrors_to_the_cluster_its_mirror_kubeconfi
         &key,
         fleetpulse_common::protocol::keys::to_pem(&cluster.key),
     )?;
-    let key = key.display().to_string();
-    let id = cluster.id.to_string();
-    let _agent = Running::spawn(
-        "fleetpulse-agent",
-        &[
-            "run",
-            "--hub",
-            &hub.server,
-            "--cluster",
-            &id,
-            "--key-file",
-            &key,
-            "--hub-ca",
-            &hub.ca,
-            "--interval-seconds",
-            "1",
-        ],
-    )?;
+    let _agent = hub.agent("edge-1", &cluster.id.to_string(), &key)?;
     let secret = || {
         let obj = runtime.block_on(object(
             &argo,
