@@ -10,9 +10,11 @@
 //!   quiet at once.
 //! - [`rollout`]: the rollout brake, which holds clusters a bad change of checks turned
 //!   unhealthy.
+//! - [`shared_key`]: whether two running agents sign with one cluster's key.
 
 pub mod brake;
 pub mod detector;
 pub mod health;
 pub mod rollout;
 pub mod selection;
+pub mod shared_key;

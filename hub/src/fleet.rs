@@ -165,7 +165,7 @@ impl Fleet {
                 m.message.as_str(),
             )
         });
-        if state.set_mirrored(condition, wall) {
+        if state.set_extra(fleetpulse_common::api::condition::MIRRORED, condition, wall) {
             let record = state.record();
             drop(state);
             self.write_status(cluster, record);

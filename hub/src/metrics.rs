@@ -95,6 +95,8 @@ pub struct Metrics {
     pub partition_brake_engaged: Gauge,
     /// HealthPolicy changes whose rollout brake is tripped.
     pub rollout_brake_engaged: Gauge,
+    /// Clusters whose key two running agents seem to share.
+    pub shared_keys: Gauge,
     /// 1 for the brake's current state.
     pub partition_brake_state: Family<BrakeLabels, Gauge>,
     /// 1: this process leads (a hub serves its fleet only once it leads).
@@ -153,6 +155,11 @@ impl Metrics {
             "partition_brake_engaged",
             "1 while set reassignment is frozen by the partition brake",
             m.partition_brake_engaged.clone(),
+        );
+        r.register(
+            "shared_keys",
+            "Clusters whose key two running agents seem to share (SharedKey=True)",
+            m.shared_keys.clone(),
         );
         r.register(
             "rollout_brake_engaged",

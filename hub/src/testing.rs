@@ -149,6 +149,12 @@ impl ReportBuilder {
         self
     }
 
+    /// From the agent process of incarnation `incarnation`.
+    pub fn incarnation(mut self, incarnation: u64) -> Self {
+        self.0.incarnation = incarnation;
+        self
+    }
+
     /// Issued at `wall`, for five minutes.
     pub fn at(mut self, wall: Timestamp) -> Self {
         self.0.iat = wall.as_second();

@@ -9,7 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::protocol::replay::{self, Position};
 use fleetpulse_common::protocol::report::{HeartbeatAnswer, HeartbeatReport};
 
+use fleetpulse_common::api::condition::Status;
+
 use super::Fleet;
+use super::cluster::{ClusterState, SHARED_KEY};
 use crate::admission::{Admitted, Refusal};
 use crate::core::health::Evidence;
 
@@ -66,10 +69,11 @@ impl Fleet {
             state.config_generation,
             hub_checks_ran,
         );
-        let changed = !entry.object.spec.paused
+        let mut changed = !entry.object.spec.paused
             && state
                 .health
                 .report(report, evidence, self.settings.debounce, wall);
+        changed |= self.watch_sharing(&mut state, kid, last, pos, wall);
         let answer = HeartbeatAnswer {
             incarnation: pos.incarnation,
             accepted_seq: pos.seq,
@@ -87,5 +91,46 @@ impl Fleet {
             self.evaluate_sets(wall);
         }
         Ok(answer)
+    }
+
+    /// Follows the key-sharing rule ([`crate::core::shared_key`]): sets `SharedKey` True
+    /// when two agents seem to sign with `kid`, False once that stopped. Returns whether
+    /// the condition changed.
+    fn watch_sharing(
+        &self,
+        state: &mut ClusterState,
+        kid: &str,
+        last: Option<Position>,
+        pos: Position,
+        wall: Timestamp,
+    ) -> bool {
+        let shared = state.sharing.accepted(last, pos);
+        let was = state.extra_status(SHARED_KEY);
+        let message;
+        let value = match (shared, was) {
+            (true, Status::True) | (false, Status::False | Status::Unknown) => return false,
+            (true, _) => {
+                self.metrics().shared_keys.inc();
+                message = format!(
+                    "key {kid} is used by two running agents: they restarted just above each \
+                     other's position {} times in the last {} reports; give this cluster's \
+                     agent its own key (`fleetpulse-agent keygen`, or a new bootstrap token) and \
+                     stop the copy",
+                    state.sharing.restarts(),
+                    crate::core::shared_key::WINDOW
+                );
+                tracing::error!(%kid, "two agents seem to share one key");
+                (Status::True, "TwoAgentsOneKey", message.as_str())
+            }
+            (false, _) => {
+                self.metrics().shared_keys.dec();
+                (
+                    Status::False,
+                    "OneAgentPerKey",
+                    "one agent signs with the key",
+                )
+            }
+        };
+        state.set_extra(SHARED_KEY, Some(value), wall)
     }
 }

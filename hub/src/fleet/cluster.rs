@@ -15,6 +15,12 @@ use fleetpulse_common::protocol::report::HeartbeatReport;
 
 use crate::core::detector::Liveness;
 use crate::core::health::Health;
+use crate::core::shared_key::SharedKey;
+
+/// The conditions a [`ClusterState`] keeps outside the health core.
+pub const EXTRA: [&str; 2] = [condition::MIRRORED, SHARED_KEY];
+/// `SharedKey`: True while two running agents seem to sign with the cluster's key.
+pub const SHARED_KEY: &str = "SharedKey";
 use crate::store::StoredCluster;
 
 /// Runtime state of one cluster.
@@ -47,9 +53,11 @@ pub struct ClusterState {
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckStatus>,
-    /// The `Mirrored` condition, on a cluster with mirrors (none or one; kept apart from
-    /// the health conditions, which only the core sets).
-    mirrored: Vec<Condition>,
+    /// Whether two agents seem to share the cluster's key.
+    pub sharing: SharedKey,
+    /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors) and
+    /// `SharedKey` (once suspected), kept apart from the health conditions.
+    extra: Vec<Condition>,
 }
 
 impl ClusterState {
@@ -64,8 +72,8 @@ impl ClusterState {
         let record = record.unwrap_or_default();
         let status = record.status;
         let uid = status.agent.as_ref().map(|a| a.cluster_uid.clone());
-        let (mirrored, conditions) = (status.conditions.into_iter())
-            .partition(|c: &Condition| c.type_ == condition::MIRRORED);
+        let (extra, conditions) = (status.conditions.into_iter())
+            .partition(|c: &Condition| EXTRA.contains(&c.type_.as_str()));
         Self {
             liveness: Liveness::new(now),
             health: Health::restore(conditions, uid, wall),
@@ -79,28 +87,34 @@ impl ClusterState {
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,
-            mirrored,
+            sharing: SharedKey::default(),
+            extra,
         }
     }
 
-    /// Sets the `Mirrored` condition (`None`: the cluster has no mirrors any more, the
-    /// condition goes). Returns whether it changed.
-    pub fn set_mirrored(
+    /// Sets a condition kept outside the health core (one of [`EXTRA`]); `None` removes
+    /// it. Returns whether it changed.
+    pub fn set_extra(
         &mut self,
-        mirrored: Option<(Status, &str, &str)>,
+        type_: &str,
+        value: Option<(Status, &str, &str)>,
         wall: Timestamp,
     ) -> bool {
-        match mirrored {
-            Some((status, reason, message)) => condition::set(
-                &mut self.mirrored,
-                condition::MIRRORED,
-                status,
-                reason,
-                message,
-                wall,
-            ),
-            None => !std::mem::take(&mut self.mirrored).is_empty(),
+        match value {
+            Some((status, reason, message)) => {
+                condition::set(&mut self.extra, type_, status, reason, message, wall)
+            }
+            None => {
+                let before = self.extra.len();
+                self.extra.retain(|c| c.type_ != type_);
+                self.extra.len() != before
+            }
         }
+    }
+
+    /// The status of a condition kept outside the health core.
+    pub fn extra_status(&self, type_: &str) -> Status {
+        condition::find(&self.extra, type_).map_or(Status::Unknown, |c| Status::parse(&c.status))
     }
 
     /// Records what an accepted report says (liveness, agent, check results).
@@ -193,7 +207,7 @@ impl ClusterState {
     pub fn live_status(&self) -> MemberClusterStatus {
         MemberClusterStatus {
             conditions: (self.health.conditions().iter())
-                .chain(&self.mirrored)
+                .chain(&self.extra)
                 .cloned()
                 .collect(),
             last_heartbeat_time: self.last_heartbeat.map(Time),

@@ -23,7 +23,7 @@ use crate::ids::SetKey;
 const API_VERSION: &str = "fleetpulse.io/v1alpha1";
 
 /// Conditions whose `True` is the abnormal state.
-const ABNORMAL_WHEN_TRUE: &[&str] = &["ReassignmentFrozen", "Degraded"];
+const ABNORMAL_WHEN_TRUE: &[&str] = &["ReassignmentFrozen", "Degraded", "SharedKey"];
 
 /// Whether a condition's status is the state to warn about: not `True`, or `True` for a
 /// condition like `ReassignmentFrozen` whose `True` is the exception.
