@@ -296,11 +296,12 @@ impl Fleet {
     }
 
     /// Runs the failure detector over every cluster at `now`, persisting transitions.
+    /// Hub-side checks run on their own loop ([`Fleet::run_hub_checks`]), so a slow one
+    /// never delays the detector or the brake.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
         // Clusters per condition (REACHABLE, READY, HEALTHY) and status (True, False,
         // Unknown): a fixed table, no hashing per cluster.
         let mut counts = [[0i64; 3]; 3];
-        self.run_hub_checks(now, wall);
         let mut any_changed = false;
         // What the partition brake needs, gathered in the same pass (paused clusters excluded).
         let mut brake_samples = Vec::new();

@@ -231,6 +231,7 @@ impl Starting {
             opts.clone(),
             shutdown.clone(),
         ));
+        tasks.spawn(hub_checks(fleet.clone(), opts.tick, shutdown.clone()));
         let mode = if opts.kube.is_some() {
             "kubernetes"
         } else {
@@ -367,6 +368,23 @@ fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
     }
 }
 
+/// Runs the hub-side checks every `period`, each round after the previous one ended, off
+/// the runtime's worker threads and off the detector's tick.
+async fn hub_checks(fleet: Arc<Fleet>, period: Duration, stop: CancellationToken) {
+    let mut round = tokio::time::interval(period);
+    round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = round.tick() => {
+                let fleet = fleet.clone();
+                let run = move || fleet.run_hub_checks(Instant::now(), Timestamp::now());
+                let _ = tokio::task::spawn_blocking(run).await;
+            }
+        }
+    }
+}
+
 /// Slices of the coarse status refresh (one every 5 s at the default 5 minutes).
 const REFRESH_PARTS: u64 = 60;
 
@@ -396,8 +414,8 @@ async fn background(
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            // The tick runs hub-side checks (Lua) and may take a while with many
-            // clusters: off the runtime's worker threads, so ingest is never stalled.
+            // The tick walks every cluster: off the runtime's worker threads, so ingest
+            // is never stalled.
             _ = tick.tick() => {
                 let fleet = fleet.clone();
                 let _ = tokio::task::spawn_blocking(move || {

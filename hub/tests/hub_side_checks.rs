@@ -130,6 +130,7 @@ fn three_rounds(
             t0 + Duration::from_secs(seq),
             w0 + SignedDuration::from_secs(seq as i64),
         );
+        fleet.run_hub_checks(now, wall);
         fleet.tick(now, wall);
         for id in &ids {
             let entry = fleet.registry().cluster(id).cloned().unwrap();

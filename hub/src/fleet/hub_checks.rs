@@ -22,8 +22,10 @@ use fleetpulse_common::lua::LuaLimits;
 use super::{ClusterEntry, Fleet};
 
 impl Fleet {
-    /// Evaluates the hub-side checks of every cluster whose turn has come.
-    pub(super) fn run_hub_checks(&self, now: Instant, wall: Timestamp) {
+    /// Evaluates the hub-side checks of every cluster whose turn has come. Runs on a loop
+    /// of its own, off the detector's tick: a slow check delays only the next round of
+    /// hub-side checks (their results are then older), never the detector or the brake.
+    pub fn run_hub_checks(&self, now: Instant, wall: Timestamp) {
         let registry = self.registry();
         let objects = self.hub_objects();
         for entry in registry.clusters().filter(|e| !e.hub_checks.is_empty()) {
