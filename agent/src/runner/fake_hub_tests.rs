@@ -298,3 +298,42 @@ async fn an_agent_with_a_pre_shared_key_ignores_the_hubs_request_to_rotate() {
     assert_eq!(hub.0.lock().unwrap().rotations, 0);
     agent.stop().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rotation_interrupted_before_its_commit_is_finished_at_start_with_the_staged_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.pem");
+    let (key, staged) = (keys::generate(), keys::generate());
+    std::fs::write(&path, keys::to_pem(&key)).unwrap();
+    // What a crash after staging (and perhaps after the hub's acceptance) leaves.
+    std::fs::write(dir.path().join("agent.pem.next"), keys::to_pem(&staged)).unwrap();
+    let hub = FakeHub(Arc::new(Mutex::new(Script {
+        key: key.verifying_key(),
+        replies: VecDeque::new(),
+        seen: Vec::new(),
+        rotations: 0,
+    })));
+    let mut opts = AgentOptions::new(
+        Url::parse("https://hub.invalid").unwrap(),
+        ClusterId::new("fleet", "edge-1"),
+        key,
+    );
+    opts.rotation = Some(crate::rotation::RotationSettings {
+        every: Duration::ZERO,
+        store: crate::rotation::KeyStore::File(path.clone()),
+    });
+    let agent = spawn_with(hub.clone(), opts);
+    agent
+        .wait_for(WAIT, |s| s.accepted_total >= 2)
+        .await
+        .unwrap();
+    assert_eq!(hub.0.lock().unwrap().key, staged.verifying_key());
+    let on_disk = crate::keys::read_key_file(&path).unwrap();
+    assert_eq!(
+        on_disk.to_bytes(),
+        staged.to_bytes(),
+        "the staged key is the key now"
+    );
+    assert!(!dir.path().join("agent.pem.next").exists());
+    agent.stop().await.unwrap();
+}

@@ -1,7 +1,7 @@
 //! The loop's key rotation ([`crate::rotation`]): between two heartbeats, never instead of
 //! one. A rotation the hub refuses is logged with its reason and tried again after
 //! [`AFTER_REFUSAL`] (or at the hub's next request); one that could not reach the hub is
-//! tried again after the next heartbeat.
+//! tried again after the next heartbeat, with the same staged key.
 
 use std::time::SystemTime;
 
@@ -45,17 +45,29 @@ impl<H: HubClient> Agent<H> {
         }
     }
 
-    /// Generates a key, stages it, and sends the rotation.
+    /// Sends the rotation to the staged key, staging a new one first if none is (a staged
+    /// key is never replaced: the hub may already have accepted it).
     pub(super) async fn rotate(&mut self) {
         let Some((settings, due)) = &mut self.rotation else {
             return;
         };
-        let next = keys::generate();
-        if let Err(e) = settings.store.stage(&next).await {
-            error!(cluster = %self.cluster, error = %e, "cannot stage a new key; keeping the current one");
-            *due = Some(Instant::now() + AFTER_REFUSAL);
-            return;
-        }
+        let next = match settings.store.staged().await {
+            Ok(Some(staged)) => staged,
+            Ok(None) => {
+                let next = keys::generate();
+                if let Err(e) = settings.store.stage(&next).await {
+                    error!(cluster = %self.cluster, error = %e, "cannot stage a new key; keeping the current one");
+                    *due = Some(Instant::now() + AFTER_REFUSAL);
+                    return;
+                }
+                next
+            }
+            Err(e) => {
+                error!(cluster = %self.cluster, error = %e, "cannot read the staged key; keeping the current one");
+                *due = Some(Instant::now() + AFTER_REFUSAL);
+                return;
+            }
+        };
         self.send_rotation(next).await;
     }
 
@@ -93,6 +105,7 @@ impl<H: HubClient> Agent<H> {
             }
             Err(e) if e.is_transient() => {
                 warn!(%cluster, error = %e, "cannot reach the hub to rotate the key; trying again after the next heartbeat");
+                *due = Some(Instant::now());
             }
             Err(e) => {
                 error!(%cluster, code = ?e.code(), error = %e, retry_in_seconds = AFTER_REFUSAL.as_secs(), "the hub refused the key rotation; the current key stays");
