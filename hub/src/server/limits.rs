@@ -20,7 +20,7 @@ pub struct ConnectionLimits {
         long,
         env = "FLEETPULSE_MAX_CONNECTIONS",
         default_value_t = 10_000,
-        value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..), |n| n as usize)
+        value_parser = count
     )]
     pub max_connections: usize,
     /// Seconds a client has to complete the TLS handshake.
@@ -74,7 +74,7 @@ pub struct ConnectionLimits {
         long,
         env = "FLEETPULSE_HTTP2_MAX_PENDING_RESETS",
         default_value_t = 20,
-        value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..), |n| n as usize)
+        value_parser = count
     )]
     pub http2_max_pending_resets: usize,
 }
@@ -91,6 +91,16 @@ impl Default for ConnectionLimits {
             http2_max_concurrent_streams: 32,
             http2_max_pending_resets: 20,
         }
+    }
+}
+
+/// A count of at least 1.
+fn count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a whole number of at least 1, e.g. 100"
+        )),
     }
 }
 
