@@ -25,6 +25,7 @@ use crate::checks::ChecksSource;
 use crate::checks::engine::{CheckEngine, EngineOptions};
 use crate::checks::resources::Reader;
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
+use crate::rotation::{KeyStore, RotationSettings};
 use crate::serve::{self, Endpoint, metrics::AgentMetrics};
 use crate::{Url, key_secret, keys, tls};
 use ed25519_dalek::SigningKey;
@@ -177,6 +178,12 @@ pub struct RunArgs {
     /// the hub accepts a heartbeat and when none was accepted for 3 intervals. Off when unset.
     #[arg(long, value_name = "ADDR", env = "FLEETPULSE_LISTEN")]
     pub listen: Option<std::net::SocketAddr>,
+    /// With --bootstrap-token: how often the agent replaces its key (e.g. `30d`, `12h`;
+    /// `0`: only when the hub asks, after `fleetpulse-hub key rotate`). The hub accepts the
+    /// old key for an overlap, then retires it. A pre-shared key never rotates here.
+    #[arg(long, value_name = "PERIOD", env = "FLEETPULSE_ROTATE_KEY_EVERY", default_value = "30d",
+          value_parser = crate::rotation::parse_every)]
+    pub rotate_key_every: Duration,
 }
 
 impl RunArgs {
@@ -266,7 +273,23 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             };
             let metrics = engine_options.metrics.clone();
             let token = args.bootstrap_token.clone();
+            // Only a key enrolled with a token rotates; it lives in the file or the Secret.
+            let store = match (&args.key_file, &reader) {
+                (Some(file), _) => Some(KeyStore::File(file.clone())),
+                (None, Reader::Kube(kube)) => Some(KeyStore::Secret {
+                    client: kube.client().clone(),
+                    namespace: args.agent_namespace.clone(),
+                    name: args.key_secret.clone(),
+                }),
+                (None, _) => None,
+            };
+            let rotation =
+                (token.is_some().then_some(store).flatten()).map(|store| RotationSettings {
+                    every: args.rotate_key_every,
+                    store,
+                });
             let mut opts = args.into_options(key)?;
+            opts.rotation = rotation;
             let shutdown = CancellationToken::new();
             signals::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGTERM")?;
             if let Some(token) = token {

@@ -9,6 +9,7 @@ pub mod retry;
 use std::future::Future;
 use std::time::Duration;
 
+use fleetpulse_common::enrol::message::{RotateAnswer, RotationRequest};
 use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{AgentConfig, HeartbeatAnswer};
@@ -16,7 +17,7 @@ use fleetpulse_common::protocol::report::{AgentConfig, HeartbeatAnswer};
 pub use http::HttpHubClient;
 pub use retry::RetrySchedule;
 
-/// The two requests an agent makes. Implementations must be cancel-safe: dropping a
+/// The requests an agent makes. Implementations must be cancel-safe: dropping a
 /// returned future abandons the request.
 pub trait HubClient: Send + Sync + 'static {
     /// POSTs a signed heartbeat (a compact JWS) and returns the hub's answer.
@@ -32,6 +33,13 @@ pub trait HubClient: Send + Sync + 'static {
         request_jws: String,
         timeout: Duration,
     ) -> impl Future<Output = Result<AgentConfig, HubError>> + Send;
+
+    /// POSTs a key rotation (signed by the current key, with the new key's proof).
+    fn rotate_key(
+        &self,
+        request: RotationRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<RotateAnswer, HubError>> + Send;
 }
 
 /// A request to the hub that did not succeed.

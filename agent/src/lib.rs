@@ -30,6 +30,7 @@ pub mod key_secret;
 pub mod keys;
 pub mod options;
 pub mod report;
+pub mod rotation;
 pub mod runner;
 pub mod serve;
 pub mod tls;

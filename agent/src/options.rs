@@ -60,6 +60,9 @@ pub struct AgentOptions {
     pub checks: Arc<dyn ChecksSource>,
     /// Where the heartbeat loop records its metrics (default: a set nobody serves).
     pub metrics: AgentMetrics,
+    /// Key rotation, for an agent that enrolled with a bootstrap token (default: none;
+    /// a pre-shared key is rotated in the MemberCluster's spec).
+    pub rotation: Option<crate::rotation::RotationSettings>,
 }
 
 impl AgentOptions {
@@ -78,6 +81,7 @@ impl AgentOptions {
             allow_insecure_http: false,
             checks: Arc::new(NoChecks),
             metrics: AgentMetrics::default(),
+            rotation: None,
         }
     }
 

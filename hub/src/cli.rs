@@ -63,7 +63,7 @@ pub enum Command {
     Token(enrolment::TokenArgs),
     /// Approve a cluster's pending registration (tokens created with --approval manual).
     Approve(enrolment::ApproveArgs),
-    /// Enrolled keys: revoke.
+    /// Enrolled keys: revoke, or ask for a rotation.
     Key(enrolment::KeyArgs),
 }
 
@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// attributed to it.
     #[arg(long, env = "FLEETPULSE_ROLLOUT_BRAKE_WATCH_SECONDS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub rollout_brake_watch_seconds: u64,
+    /// After an enrolled agent rotates its key, how long the hub still accepts the old
+    /// one (reports in flight, a restarting agent), e.g. `10m`; then it is retired.
+    #[arg(long, env = "FLEETPULSE_KEY_OVERLAP", default_value = "10m",
+          value_parser = fleetpulse_common::duration::parse)]
+    pub key_overlap: Duration,
     /// Seconds between flushes of accepted sequence numbers to the store.
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
@@ -245,6 +250,7 @@ impl ServeArgs {
             watch: Duration::from_secs(self.rollout_brake_watch_seconds),
         };
         o.mirrors = self.mirrors.clone();
+        o.key_overlap = self.key_overlap;
         o
     }
 }

@@ -7,8 +7,8 @@
 //! - [`limiter`]: limits on refused attempts per source and per token id.
 //!
 //! Enrolled keys are cached in memory; the cache reloads when the store changed (the CLI's
-//! `approve` or `key revoke` from another process), checked at most once a second, so a
-//! revoked key is refused within a second or so.
+//! `approve`, `key revoke` or `key rotate` from another process), checked at most once a
+//! second, so a revoked key is refused within a second or so.
 
 pub mod limiter;
 pub mod register;
@@ -48,6 +48,10 @@ const RECHECK: Duration = Duration::from_secs(1);
 pub trait EnrolledKeys: Send + Sync {
     /// `None` if `kid` is not enrolled; else the key to verify with, or why it is refused.
     fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>>;
+
+    /// Whether an operator asked for `cluster`'s key to be rotated (`fleetpulse-hub key
+    /// rotate`), so the heartbeat answer tells its agent.
+    fn rotation_requested(&self, cluster: &ClusterId) -> bool;
 }
 
 /// What the enrolment rules need from the hub's settings.
@@ -175,6 +179,15 @@ impl Enrolment {
 }
 
 impl EnrolledKeys for Enrolment {
+    fn rotation_requested(&self, cluster: &ClusterId) -> bool {
+        self.refresh_if_changed();
+        let cache = self.cache.read();
+        cache
+            .sets
+            .get(cluster)
+            .is_some_and(|s| s.rotation_requested)
+    }
+
     fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>> {
         self.refresh_if_changed();
         let cache = self.cache.read().clone();
@@ -236,7 +249,8 @@ pub fn serve(
         );
         return Ok(app);
     }
-    let settings = EnrolSettings::new(opts.audience.clone(), opts.freshness);
+    let mut settings = EnrolSettings::new(opts.audience.clone(), opts.freshness);
+    settings.overlap = opts.key_overlap;
     let enrolment = Enrolment::open(&opts.data, settings)?;
     fleet.use_enrolled_keys(enrolment.clone());
     Ok(app.merge(routes::router(enrolment, fleet.clone())))

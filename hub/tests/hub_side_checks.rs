@@ -24,16 +24,21 @@ const SCRIPT: &str = r#"function evaluate()
   return hs
 end"#;
 
-fn cluster(name: &str) -> MemberCluster {
+/// A MemberCluster in `fleet` whose check reads its KeptnMetric on the hub, from the
+/// selector's `namespace` (`None`: unset).
+fn cluster_reading(name: &str, namespace: Option<&str>) -> MemberCluster {
+    let mut selector = json!({"group": "metrics.keptn.sh", "version": "v1", "kind": "KeptnMetric",
+        "name": "{{ .Cluster.metadata.name }}-error-rate", "identifier": "metric", "fromHub": true});
+    if let Some(ns) = namespace {
+        selector["namespace"] = ns.into();
+    }
     serde_json::from_value(json!({
         "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
         "metadata": {"name": name, "namespace": "fleet"},
         "spec": {
             "livenessChecks": [{
                 "name": "error-rate",
-                "resourceSelectors": [{"group": "metrics.keptn.sh", "version": "v1", "kind": "KeptnMetric",
-                    "namespace": "keptn", "name": "{{ .Cluster.metadata.name }}-error-rate",
-                    "identifier": "metric", "fromHub": true}],
+                "resourceSelectors": [selector],
                 "condition": SCRIPT
             }]
         }
@@ -41,10 +46,18 @@ fn cluster(name: &str) -> MemberCluster {
     .unwrap()
 }
 
-fn metric(cluster: &str, value: &str) -> serde_json::Value {
+fn cluster(name: &str) -> MemberCluster {
+    cluster_reading(name, Some("fleet"))
+}
+
+fn metric_in(namespace: &str, cluster: &str, value: &str) -> serde_json::Value {
     json!({"apiVersion": "metrics.keptn.sh/v1", "kind": "KeptnMetric",
-           "metadata": {"name": format!("{cluster}-error-rate"), "namespace": "keptn"},
+           "metadata": {"name": format!("{cluster}-error-rate"), "namespace": namespace},
            "status": {"value": value}})
+}
+
+fn metric(cluster: &str, value: &str) -> serde_json::Value {
+    metric_in("fleet", cluster, value)
 }
 
 fn report(id: &ClusterId, seq: u64, wall: Timestamp, config_generation: u64) -> HeartbeatReport {
@@ -57,18 +70,61 @@ fn report(id: &ClusterId, seq: u64, wall: Timestamp, config_generation: u64) -> 
 
 #[test]
 fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
+    let mcs = three_rounds(
+        vec![cluster("edge-1"), cluster("edge-2")],
+        vec![metric("edge-1", "0.01"), metric("edge-2", "0.9")],
+    );
+    let healthy = |name: &str| {
+        let status = mcs
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(name))
+            .unwrap()
+            .status
+            .clone()
+            .unwrap();
+        let cond = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == HEALTHY)
+            .unwrap()
+            .clone();
+        (Status::parse(&cond.status), error_rate(&status).1)
+    };
+    assert_eq!(healthy("edge-1"), (Status::True, "error rate 0.01".into()));
+    assert_eq!(
+        healthy("edge-2"),
+        (Status::False, "error rate 0.9".into()),
+        "edge-2 reads its own metric"
+    );
+}
+
+/// The `error-rate` check of a status, as `(passing, message)`.
+fn error_rate(status: &fleetpulse_common::api::MemberClusterStatus) -> (bool, String) {
+    let check = (status.checks.iter())
+        .find(|c| c.name == "error-rate")
+        .unwrap();
+    (check.passing, check.message.clone())
+}
+
+/// Runs three rounds of hub checks and reports for `clusters` over `hub_objects` (the
+/// agents' checks pass); returns the MemberClusters as the read API shows them. The agent
+/// never gets the hub-side checks.
+fn three_rounds(
+    clusters: Vec<MemberCluster>,
+    hub_objects: Vec<serde_json::Value>,
+) -> Vec<MemberCluster> {
     let fleet = testing::fleet_in_memory(Settings::default());
     let (t0, w0) = (Instant::now(), Timestamp::now());
+    let ids: Vec<ClusterId> = clusters
+        .iter()
+        .map(|c| ClusterId::new("fleet", c.metadata.name.clone().unwrap()))
+        .collect();
     let objects = Objects {
-        member_clusters: shared(vec![cluster("edge-1"), cluster("edge-2")]),
-        hub_objects: vec![metric("edge-1", "0.01"), metric("edge-2", "0.9")],
+        member_clusters: shared(clusters),
+        hub_objects,
         ..Default::default()
     };
     assert!(fleet.reload(objects, t0, w0).is_empty());
-    let ids = [
-        ClusterId::new("fleet", "edge-1"),
-        ClusterId::new("fleet", "edge-2"),
-    ];
     for seq in 1..=3u64 {
         let (now, wall) = (
             t0 + Duration::from_secs(seq),
@@ -90,33 +146,39 @@ fn a_keptn_metric_check_on_the_hub_gates_each_cluster_on_its_own_metric() {
             fleet.accept(&admitted, now, wall).unwrap();
         }
     }
-    let mcs = fleet.member_clusters();
-    let healthy = |name: &str| {
-        let status = mcs
-            .iter()
-            .find(|m| m.metadata.name.as_deref() == Some(name))
-            .unwrap()
-            .status
-            .clone()
-            .unwrap();
-        let cond = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == HEALTHY)
-            .unwrap()
-            .clone();
-        let check = status
-            .checks
-            .iter()
-            .find(|c| c.name == "error-rate")
-            .unwrap()
-            .clone();
-        (Status::parse(&cond.status), check.message)
-    };
-    assert_eq!(healthy("edge-1"), (Status::True, "error rate 0.01".into()));
-    assert_eq!(
-        healthy("edge-2"),
-        (Status::False, "error rate 0.9".into()),
-        "edge-2 reads its own metric"
+    fleet.member_clusters()
+}
+
+#[test]
+fn a_hub_side_check_reads_only_its_clusters_namespace_and_one_naming_another_fails_saying_so() {
+    // Another team's namespace holds a metric that would pass; ours has none.
+    let theirs = metric_in("payments", "edge-1", "0.01");
+    let mcs = three_rounds(
+        vec![
+            cluster_reading("edge-1", Some("payments")),
+            cluster_reading("edge-2", None),
+        ],
+        vec![theirs, metric_in("payments", "edge-2", "0.01")],
+    );
+    let results: Vec<(bool, String)> = (mcs.iter())
+        .map(|mc| error_rate(mc.status.as_ref().unwrap()))
+        .collect();
+    let (passing, message) = &results[0];
+    assert!(
+        !passing,
+        "naming another namespace fails the check: {message}"
+    );
+    assert!(
+        message.contains("namespace fleet") && message.contains("not payments"),
+        "{message}"
+    );
+    let (passing, message) = &results[1];
+    assert!(
+        !passing,
+        "without a namespace only its own is read: {message}"
+    );
+    assert!(
+        !message.contains("0.01"),
+        "nothing of payments is quoted: {message}"
     );
 }

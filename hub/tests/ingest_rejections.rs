@@ -384,6 +384,7 @@ async fn first_valid_heartbeat_is_accepted_and_answered() {
             accepted_seq: 1,
             config_generation: 1,
             interval_seconds: INTERVAL_SECONDS,
+            rotate_key: false,
         }
     );
     let status = fx.status_of_a();

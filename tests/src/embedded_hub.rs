@@ -64,6 +64,30 @@ impl EmbeddedHub {
         })
     }
 
+    /// Starts the real `fleetpulse-agent run` for `cluster` (`NAMESPACE/NAME`) against this
+    /// hub, trusting its CA, signing with `key_file`, reporting every second; its log is
+    /// captured under `label`.
+    pub fn agent(&self, label: &str, cluster: &str, key_file: &Path) -> anyhow::Result<Running> {
+        let key = key_file.display().to_string();
+        Running::spawn_logged(
+            "fleetpulse-agent",
+            label,
+            &[
+                "run",
+                "--hub",
+                &self.server,
+                "--cluster",
+                cluster,
+                "--key-file",
+                &key,
+                "--hub-ca",
+                &self.ca,
+                "--interval-seconds",
+                "1",
+            ],
+        )
+    }
+
     /// The MemberClusters as `fleetpulse-hub get memberclusters -o json` prints them, or
     /// `None` while the hub does not serve its read API.
     pub fn clusters(&self) -> Option<Vec<MemberCluster>> {

@@ -39,6 +39,25 @@ pub fn blocking_until(
     }
 }
 
+/// Like [`until_some`], for synchronous tests: polls `probe` every 100 ms until it yields
+/// `Some`; returns the value and how long it took.
+pub fn blocking_until_some<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> anyhow::Result<(T, Duration)> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return Ok((value, start.elapsed()));
+        }
+        if start.elapsed() > timeout {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Polls the async `probe` every 100 ms until it yields `Some` or `timeout` passes; returns
 /// the value and how long it took. For conditions that need an API call to read (e.g. an
 /// object's status on a simulated cluster).

@@ -2,14 +2,21 @@
 //! tokens and the CA hash, agents started with `--bootstrap-token` and `--hub-ca-hash`
 //! enrol (one through `fleetpulse-hub approve`) and become Reachable; a reused token, an
 //! expired token, a token for another cluster, a wrong CA hash and a burst of guessed
-//! tokens are each refused with a clear error and a stable code, and change nothing.
+//! tokens are each refused with a clear error and a stable code, and change nothing. A key
+//! rotation asked with `fleetpulse-hub key rotate` under steady heartbeats misses none and
+//! changes no condition, the old key is refused once the overlap ends, and a revoked key's
+//! reports are refused within about one interval with the way to re-enrol.
 
 use std::time::Duration;
 
+use ed25519_dalek::SigningKey;
+use fleetpulse_agent::AgentOptions;
+use fleetpulse_agent::hub_client::{HttpHubClient, HubClient};
+use fleetpulse_agent::report::{ReportBuilder, incarnation_at, sign_report, unix_seconds};
 use fleetpulse_common::api::condition::{REACHABLE, Status};
 use fleetpulse_common::enrol::message::RegistrationRequest;
 use fleetpulse_common::enrol::token::BootstrapToken;
-use fleetpulse_common::protocol::keys;
+use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::condition_of;
@@ -54,26 +61,35 @@ impl Env {
     }
 
     fn agent(&self, label: &str, cluster: &str, token: &str, pin: &str) -> anyhow::Result<Running> {
+        self.agent_with(label, cluster, token, pin, &[])
+    }
+
+    fn agent_with(
+        &self,
+        label: &str,
+        cluster: &str,
+        token: &str,
+        pin: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Running> {
         let key = self.path(&format!("{label}.pem"));
-        Running::spawn_logged(
-            "fleetpulse-agent",
-            label,
-            &[
-                "run",
-                "--hub",
-                &self.hub.server,
-                "--cluster",
-                cluster,
-                "--key-file",
-                &key,
-                "--bootstrap-token",
-                token,
-                "--hub-ca-hash",
-                pin,
-                "--interval-seconds",
-                "1",
-            ],
-        )
+        let mut args = vec![
+            "run",
+            "--hub",
+            &self.hub.server,
+            "--cluster",
+            cluster,
+            "--key-file",
+            &key,
+            "--bootstrap-token",
+            token,
+            "--hub-ca-hash",
+            pin,
+            "--interval-seconds",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Running::spawn_logged("fleetpulse-agent", label, &args)
     }
 
     /// Runs an agent that must be refused: it exits with an error naming `code`.
@@ -119,7 +135,7 @@ impl Env {
     }
 }
 
-fn start() -> anyhow::Result<Env> {
+fn start(hub_args: &[&str]) -> anyhow::Result<Env> {
     let dir = tempfile::tempdir()?;
     let mut pki = Pki::generate(dir.path())?;
     // The hub serves its CA after its own certificate, so agents can pin it.
@@ -138,7 +154,7 @@ fn start() -> anyhow::Result<Env> {
             ),
         )?;
     }
-    let hub = EmbeddedHub::spawn(&manifests, &dir.path().join("data"), &pki, &[])?;
+    let hub = EmbeddedHub::spawn(&manifests, &dir.path().join("data"), &pki, hub_args)?;
     blocking_until("the hub to serve its read API", DEADLINE, || {
         hub.clusters().is_some()
     })?;
@@ -152,7 +168,7 @@ fn start() -> anyhow::Result<Env> {
 #[test]
 fn agents_enrol_with_tokens_and_bad_tokens_or_a_wrong_ca_hash_are_refused_without_a_trace()
 -> anyhow::Result<()> {
-    let env = start()?;
+    let env = start(&[])?;
     let (t1, pin) = env.token(&["--cluster", "fleet/edge-1"])?;
     let (t2, _) = env.token(&["--cluster", "fleet/edge-2"])?;
     let (t3, _) = env.token(&["--cluster", "fleet/edge-3", "--approval", "manual"])?;
@@ -237,4 +253,134 @@ fn guess_tokens(env: &Env, n: usize) -> anyhow::Result<Vec<String>> {
         }
         Ok::<_, anyhow::Error>(codes)
     })
+}
+
+/// The live status of `name` on the hub's read API.
+fn status(env: &Env, name: &str) -> fleetpulse_common::api::MemberClusterStatus {
+    (env.hub.clusters().unwrap_or_default().into_iter())
+        .find(|mc| mc.metadata.name.as_deref() == Some(name))
+        .and_then(|mc| mc.status)
+        .unwrap_or_default()
+}
+
+/// One heartbeat for `cluster` signed with `key`, as an agent would send it: `Ok` when the
+/// hub accepts it, else the stable code it refused it with.
+fn heartbeat_with(env: &Env, cluster: &ClusterId, key: &SigningKey) -> anyhow::Result<String> {
+    let ca = std::fs::read(&env.hub.ca)?;
+    let mut opts = AgentOptions::new(env.hub.server.parse()?, cluster.clone(), key.clone());
+    opts.hub_ca_pem = Some(ca);
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let client = HttpHubClient::for_agent(&opts)?;
+        let now = std::time::SystemTime::now();
+        let mut reports = ReportBuilder::new(
+            "fleetpulse".into(),
+            cluster.clone(),
+            String::new(),
+            incarnation_at(now),
+        );
+        let report = reports.build(unix_seconds(now), 1, 0, Vec::new());
+        let sent = client
+            .send_heartbeat(sign_report(key, &report), Duration::from_secs(5))
+            .await;
+        Ok(match sent {
+            Ok(_) => "accepted".to_owned(),
+            Err(e) => e.code().map_or_else(|| e.to_string(), |c| c.to_string()),
+        })
+    })
+}
+
+#[test]
+fn a_rotation_under_steady_heartbeats_misses_none_retires_the_old_key_and_a_revoked_key_is_refused()
+-> anyhow::Result<()> {
+    let env = start(&["--key-overlap", "3s"])?;
+    let (token, pin) = env.token(&["--cluster", "fleet/edge-1"])?;
+    let agent = env.agent_with(
+        "edge-1",
+        "fleet/edge-1",
+        &token,
+        &pin,
+        &["--rotate-key-every", "0"],
+    )?;
+    blocking_until("edge-1 Reachable", DEADLINE, || env.reachable("edge-1"))?;
+    blocking_until("edge-1 Healthy", DEADLINE, || {
+        condition_of(
+            &env.hub.clusters().unwrap_or_default(),
+            &ClusterId::new("fleet", "edge-1"),
+            fleetpulse_common::api::condition::HEALTHY,
+        ) == Status::True
+    })?;
+    let cluster = ClusterId::new("fleet", "edge-1");
+    let old = fleetpulse_agent::keys::read_key_file(std::path::Path::new(&env.path("edge-1.pem")))?;
+    let old_id = KeyId::of(&old.verifying_key()).0;
+    let before = status(&env, "edge-1");
+    assert_eq!(
+        before.agent.as_ref().map(|a| a.key_id.as_str()),
+        Some(old_id.as_str())
+    );
+
+    let asked = env.hub_cli(&["key", "rotate", "fleet/edge-1"])?;
+    assert!(
+        asked.contains("rotates after its next heartbeat"),
+        "{asked}"
+    );
+    let (new_id, _) = fleetpulse_tests::wait::blocking_until_some(
+        "the hub to see reports signed with a new key",
+        DEADLINE,
+        || {
+            let kid = status(&env, "edge-1").agent.map(|a| a.key_id)?;
+            (kid != old_id).then_some(kid)
+        },
+    )?;
+    let on_disk =
+        fleetpulse_agent::keys::read_key_file(std::path::Path::new(&env.path("edge-1.pem")))?;
+    assert_eq!(
+        KeyId::of(&on_disk.verifying_key()).0,
+        new_id,
+        "the agent saved its new key"
+    );
+    assert!(agent.log_line("rotated the agent key").is_some());
+    // Steady: the agent keeps reporting with the new key and nothing else changed.
+    let seen = status(&env, "edge-1").last_heartbeat_time;
+    blocking_until("three more heartbeats", DEADLINE, || {
+        let now = status(&env, "edge-1").last_heartbeat_time;
+        now.zip(seen.clone())
+            .is_some_and(|(n, s)| n.0.as_second() >= s.0.as_second() + 3)
+    })?;
+    let after = status(&env, "edge-1");
+    assert_eq!(
+        after.conditions, before.conditions,
+        "a rotation changes no condition"
+    );
+    for line in ["heartbeat failed", "hub refused the heartbeat"] {
+        assert!(agent.log_line(line).is_none(), "the agent logged {line:?}");
+    }
+    // The old key: accepted during the overlap at most, refused once it ended.
+    let (code, waited) =
+        fleetpulse_tests::wait::blocking_until_some("the old key to be refused", DEADLINE, || {
+            heartbeat_with(&env, &cluster, &old)
+                .ok()
+                .filter(|c| c != "accepted")
+        })?;
+    println!(
+        "old key refused with {code} {:.1}s after the rotation showed",
+        waited.as_secs_f64()
+    );
+    assert_eq!(code, "key_retired");
+
+    // Revocation: the agent's reports are refused within about one interval (1 s, plus
+    // the hub's once-a-second look at its store), and it says how to re-enrol.
+    let revoked_at = std::time::Instant::now();
+    env.hub_cli(&["key", "revoke", "fleet/edge-1", &new_id])?;
+    blocking_until("the agent to log the revocation", DEADLINE, || {
+        agent.log_line("key_revoked").is_some()
+    })?;
+    let took = revoked_at.elapsed();
+    println!("revoked key refused after {:.1}s", took.as_secs_f64());
+    let line = agent.log_line("key_revoked").unwrap_or_default();
+    assert!(line.contains("bootstrap-token"), "{line}");
+    assert!(
+        took < Duration::from_secs(6),
+        "refused within about one interval: {took:?}"
+    );
+    Ok(())
 }

@@ -36,24 +36,10 @@ fn member_cluster(name: &str, public_key: &str, readiness: &str) -> String {
 }
 
 fn agent(dir: &Path, hub: &EmbeddedHub, name: &str) -> anyhow::Result<Running> {
-    let key = dir.join(format!("{name}.pem")).display().to_string();
-    let cluster = format!("fleet/{name}");
-    Running::spawn_logged(
-        "fleetpulse-agent",
+    hub.agent(
         name,
-        &[
-            "run",
-            "--hub",
-            &hub.server,
-            "--cluster",
-            &cluster,
-            "--key-file",
-            &key,
-            "--hub-ca",
-            &hub.ca,
-            "--interval-seconds",
-            "1",
-        ],
+        &format!("fleet/{name}"),
+        &dir.join(format!("{name}.pem")),
     )
 }
 

@@ -87,6 +87,7 @@ fn http_hub_is_refused_without_insecure_http() {
         lua_memory_mib: 32,
         checks_namespace: "fleetpulse-system".into(),
         listen: None,
+        rotate_key_every: crate::rotation::DEFAULT_EVERY,
     };
     let err = args(false).into_options(None).unwrap_err();
     assert!(err.to_string().contains("--insecure-http"), "{err}");
@@ -127,4 +128,38 @@ fn pubkey_takes_a_key_file_or_a_secret_with_a_kubeconfig() {
     assert!(parse(&["--from-secret", "ns/name", "--kubeconfig", "kc"]).is_ok());
     assert!(parse(&[]).is_err());
     assert!(parse(&["--key-file", "k.pem", "--from-secret", "ns/name"]).is_err());
+}
+
+#[test]
+fn rotate_key_every_takes_days_hours_or_zero_and_defaults_to_thirty_days() {
+    let parse = |extra: &[&str]| {
+        let mut argv = vec![
+            "fleetpulse-agent",
+            "run",
+            "--hub",
+            "https://hub.example",
+            "--cluster",
+            "fleet/a",
+        ];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv)
+    };
+    let every = |extra: &[&str]| match parse(extra).unwrap().command {
+        Command::Run(args) => args.rotate_key_every,
+        _ => unreachable!("parsed as run"),
+    };
+    assert_eq!(every(&[]), crate::rotation::DEFAULT_EVERY);
+    assert_eq!(
+        every(&["--rotate-key-every", "7d"]),
+        Duration::from_secs(7 * 86_400)
+    );
+    assert_eq!(
+        every(&["--rotate-key-every", "12h"]),
+        Duration::from_secs(12 * 3600)
+    );
+    assert_eq!(every(&["--rotate-key-every", "0"]), Duration::ZERO);
+    let err = parse(&["--rotate-key-every", "soon"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("30d"), "{err}");
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use fleetpulse_common::enrol::ROTATE_PATH;
+use fleetpulse_common::enrol::message::{RotateAnswer, RotationRequest};
 use fleetpulse_common::protocol::errors::ErrorBody;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId, HeartbeatAnswer};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, heartbeat_path};
@@ -155,6 +157,16 @@ impl HubClient for HttpHubClient {
             .header(AUTHORIZATION, format!("{AUTH_SCHEME} {request_jws}"))
             .header(ACCEPT, "application/json");
         exchange(request, timeout, &self.config_url, "cluster config").await
+    }
+
+    async fn rotate_key(
+        &self,
+        request: RotationRequest,
+        timeout: Duration,
+    ) -> Result<RotateAnswer, HubError> {
+        self.post_json(ROTATE_PATH, &request, timeout)
+            .await
+            .map(|(_, answer)| answer)
     }
 }
 

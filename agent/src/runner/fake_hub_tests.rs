@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ed25519_dalek::VerifyingKey;
+use fleetpulse_common::enrol::message::{Context, RotateAnswer, RotationRequest};
 use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
+use fleetpulse_common::protocol::keys::KeyId;
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{
     AgentConfig, ClusterId, HeartbeatAnswer, HeartbeatReport,
@@ -16,6 +18,7 @@ use tokio::time::Instant;
 
 use super::{AgentHandle, spawn_with};
 use crate::hub_client::{HubClient, HubError};
+use crate::report::unix_seconds;
 use crate::{AgentOptions, Url};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -23,14 +26,18 @@ const WAIT: Duration = Duration::from_secs(120);
 /// What the fake hub does with one heartbeat; once the script is used up it accepts.
 enum Reply {
     Accept,
+    /// Accept, and ask the agent for a new key.
+    AcceptAndRotate,
     Reject(RejectCode, Option<Position>),
     Hang,
 }
 
 struct Script {
+    /// The key heartbeats must be signed with (a rotation replaces it).
     key: VerifyingKey,
     replies: VecDeque<Reply>,
     seen: Vec<(Instant, HeartbeatReport)>,
+    rotations: u32,
 }
 
 #[derive(Clone)]
@@ -56,11 +63,12 @@ impl HubClient for FakeHub {
             (reply, report)
         };
         match reply {
-            (Reply::Accept, report) => Ok(HeartbeatAnswer {
+            (reply @ (Reply::Accept | Reply::AcceptAndRotate), report) => Ok(HeartbeatAnswer {
                 incarnation: report.incarnation,
                 accepted_seq: report.seq,
                 config_generation: 0,
                 interval_seconds: 10,
+                rotate_key: matches!(reply, Reply::AcceptAndRotate),
             }),
             (Reply::Reject(code, last_accepted), _) => Err(HubError::Rejected {
                 url: "fake".into(),
@@ -78,6 +86,31 @@ impl HubClient for FakeHub {
     async fn fetch_config(&self, _: String, _: Duration) -> Result<AgentConfig, HubError> {
         Ok(AgentConfig::default())
     }
+
+    /// Verifies the rotation against the current key and the proof against the new one,
+    /// then expects heartbeats signed with the new key.
+    async fn rotate_key(
+        &self,
+        request: RotationRequest,
+        _: Duration,
+    ) -> Result<RotateAnswer, HubError> {
+        let mut script = self.0.lock().unwrap();
+        let cx = Context {
+            audience: "fleetpulse",
+            now_unix: unix_seconds(std::time::SystemTime::now()),
+            freshness: Default::default(),
+        };
+        let (rotation, new_key) = request.verify(&script.key, cx).unwrap();
+        let previous = KeyId::of(&script.key).0;
+        assert_eq!(rotation.current_key_id, previous);
+        script.key = new_key;
+        script.rotations += 1;
+        Ok(RotateAnswer {
+            key_id: KeyId::of(&new_key).0,
+            previous_key_id: previous,
+            overlap_until: 0,
+        })
+    }
 }
 
 /// An agent (interval 10 s) on a fake hub that plays `replies`.
@@ -87,6 +120,7 @@ fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub
         key: key.verifying_key(),
         replies: replies.into_iter().collect(),
         seen: Vec::new(),
+        rotations: 0,
     })));
     let opts = AgentOptions::new(
         Url::parse("https://hub.invalid").unwrap(),
@@ -203,4 +237,64 @@ async fn stop_abandons_a_request_the_hub_never_answers() {
     let status = stopped.expect("stop must not wait for the hub").unwrap();
     assert_eq!(status.accepted_total, 0);
     assert_eq!(hub.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn asked_by_the_hub_the_agent_rotates_between_heartbeats_and_signs_with_the_new_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.pem");
+    let key = keys::generate();
+    std::fs::write(&path, keys::to_pem(&key)).unwrap();
+    let hub = FakeHub(Arc::new(Mutex::new(Script {
+        key: key.verifying_key(),
+        replies: [Reply::Accept, Reply::AcceptAndRotate]
+            .into_iter()
+            .collect(),
+        seen: Vec::new(),
+        rotations: 0,
+    })));
+    let mut opts = AgentOptions::new(
+        Url::parse("https://hub.invalid").unwrap(),
+        ClusterId::new("fleet", "edge-1"),
+        key.clone(),
+    );
+    opts.rotation = Some(crate::rotation::RotationSettings {
+        every: Duration::ZERO,
+        store: crate::rotation::KeyStore::File(path.clone()),
+    });
+    let agent = spawn_with(hub.clone(), opts);
+    // The fake verifies every heartbeat with the key it holds: after the rotation, the
+    // new one; a heartbeat still signed with the old key would fail the test.
+    let status = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 4)
+        .await
+        .unwrap();
+    assert_eq!(status.key_rotations, 1);
+    assert_eq!(hub.0.lock().unwrap().rotations, 1);
+    let on_disk = crate::keys::read_key_file(&path).unwrap();
+    assert_ne!(
+        on_disk.to_bytes(),
+        key.to_bytes(),
+        "the new key was committed"
+    );
+    assert_eq!(on_disk.verifying_key(), hub.0.lock().unwrap().key);
+    let seen = hub.seen();
+    let gaps: Vec<Duration> = seen.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(
+        gaps.iter().all(|g| *g == Duration::from_secs(10)),
+        "no heartbeat missed or delayed by the rotation: {gaps:?}"
+    );
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_with_a_pre_shared_key_ignores_the_hubs_request_to_rotate() {
+    let (agent, hub) = spawn_fake([Reply::AcceptAndRotate]);
+    let status = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 2)
+        .await
+        .unwrap();
+    assert_eq!(status.key_rotations, 0);
+    assert_eq!(hub.0.lock().unwrap().rotations, 0);
+    agent.stop().await.unwrap();
 }

@@ -3,6 +3,8 @@
 //!
 //! The rules are listed in the [`crate::runner`] module docs.
 
+mod key_rotation;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -21,6 +23,7 @@ use crate::options::AgentOptions;
 use crate::report::{
     ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
 };
+use crate::rotation::RotationSettings;
 use crate::serve::metrics::AgentMetrics;
 
 /// Transient failures in a row are logged at warn for the first and every `LOG_EVERY`th.
@@ -41,6 +44,9 @@ pub(crate) struct Agent<H> {
     hub: H,
     key: SigningKey,
     cluster: ClusterId,
+    audience: String,
+    /// Key rotation and when the next is due (`None`: never on a schedule).
+    rotation: Option<(RotationSettings, Option<Instant>)>,
     reports: ReportBuilder,
     checks: Arc<dyn ChecksSource>,
     interval: Duration,
@@ -54,6 +60,11 @@ impl<H: HubClient> Agent<H> {
     /// An agent starting now (its incarnation is the current time in milliseconds).
     pub(crate) fn new(hub: H, opts: AgentOptions) -> (Self, watch::Receiver<AgentStatus>) {
         let incarnation = incarnation_at(SystemTime::now());
+        let audience = opts.audience.clone();
+        let rotation = opts.rotation.map(|r| {
+            let due = (!r.every.is_zero()).then(|| Instant::now() + r.every);
+            (r, due)
+        });
         let reports = ReportBuilder::new(
             opts.audience,
             opts.cluster.clone(),
@@ -69,6 +80,8 @@ impl<H: HubClient> Agent<H> {
             hub,
             key: opts.key,
             cluster: opts.cluster,
+            audience,
+            rotation,
             reports,
             checks: opts.checks,
             interval: opts.interval,
@@ -83,6 +96,9 @@ impl<H: HubClient> Agent<H> {
     /// Runs until `shutdown` is cancelled; cancellation abandons any request or sleep.
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         info!(cluster = %self.cluster, incarnation = self.reports.incarnation(), "agent started");
+        shutdown
+            .run_until_cancelled(self.finish_staged_rotation())
+            .await;
         while let Some(()) = shutdown.run_until_cancelled(self.tick()).await {}
         info!(cluster = %self.cluster, "agent stopped");
     }
@@ -95,6 +111,9 @@ impl<H: HubClient> Agent<H> {
                 self.accepted(&answer);
                 if answer.config_generation != self.applied_generation {
                     self.pull_config(answer.config_generation).await;
+                }
+                if self.rotation_due(answer.rotate_key) {
+                    self.rotate().await;
                 }
                 tokio::time::sleep_until(accepted_at + self.interval).await;
             }
@@ -198,16 +217,22 @@ impl<H: HubClient> Agent<H> {
         });
     }
 
+    /// Logs a refusal: at error the first time (and every [`LOG_EVERY`]th repeat), so a
+    /// revoked key says once, clearly, how to re-enrol instead of flooding the log.
     fn refused(&mut self, err: &HubError) {
+        let repeat = self
+            .status
+            .borrow()
+            .last_reject_code
+            .is_some_and(|c| Some(c) == err.code());
         self.note_failure(err);
-        error!(
-            cluster = %self.cluster,
-            seq = self.reports.next_seq() - 1,
-            code = ?err.code(),
-            error = %err,
-            retry_in_seconds = self.interval.as_secs(),
-            "hub refused the heartbeat; fix what the hub's message names"
-        );
+        let (cluster, seq) = (&self.cluster, self.reports.next_seq() - 1);
+        let retry_in_seconds = self.interval.as_secs();
+        if !repeat || self.failures.is_multiple_of(LOG_EVERY) {
+            error!(%cluster, seq, code = ?err.code(), error = %err, retry_in_seconds, "hub refused the heartbeat; fix what the hub's message names");
+        } else {
+            debug!(%cluster, seq, code = ?err.code(), error = %err, retry_in_seconds, "hub refused the heartbeat again");
+        }
     }
 
     fn note_failure(&mut self, err: &HubError) {

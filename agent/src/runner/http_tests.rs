@@ -63,6 +63,7 @@ async fn heartbeat(State(hub): State<Shared>, headers: HeaderMap, body: String) 
         accepted_seq: report.seq,
         config_generation: hub.generation,
         interval_seconds: 1,
+        rotate_key: false,
     };
     hub.heartbeats.push((report, StatusCode::OK));
     Json(answer).into_response()

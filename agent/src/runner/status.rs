@@ -33,6 +33,8 @@ pub struct AgentStatus {
     pub last_error: Option<String>,
     /// The code of the last rejection, when the hub sent one.
     pub last_reject_code: Option<RejectCode>,
+    /// Key rotations the hub accepted since the agent started.
+    pub key_rotations: u64,
 }
 
 impl AgentStatus {
@@ -50,6 +52,7 @@ impl AgentStatus {
             consecutive_failures: 0,
             last_error: None,
             last_reject_code: None,
+            key_rotations: 0,
         }
     }
 

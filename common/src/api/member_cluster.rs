@@ -213,6 +213,10 @@ pub struct AgentSpec {
 /// One Ed25519 public key.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.publicKey != '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo'",
+    "message": "this is the RFC 8037 test vector, whose private key is published: generate a key with `fleetpulse-agent keygen`"
+}]))]
 pub struct AgentPublicKey {
     /// The raw 32-byte public key, base64url without padding (the JWK `x` value).
     #[schemars(regex(pattern = r"^[A-Za-z0-9_-]{43}$"))]

@@ -52,6 +52,12 @@ impl MemberClusterSpec {
                     format!("{e}; paste the value printed by `fleetpulse-agent keygen`"),
                 )
             })?;
+            if let Some(problem) = keys::published(&key.public_key) {
+                return Err(err(
+                    format!("spec.agent.publicKeys[{i}].publicKey"),
+                    problem,
+                ));
+            }
         }
         for (i, mirror) in self.mirrors.iter().enumerate() {
             mirror
@@ -295,6 +301,22 @@ mod tests {
         assert_eq!(
             spec.validate().unwrap_err().field,
             "spec.agent.publicKeys[0].publicKey"
+        );
+    }
+
+    #[test]
+    fn a_published_test_vector_key_is_refused_naming_the_key_and_the_fix() {
+        let mut spec = MemberClusterSpec::default();
+        spec.agent.public_keys.push(crate::api::AgentPublicKey {
+            public_key: keys::PUBLISHED_KEYS[0].into(),
+            revoked: false,
+        });
+        let e = spec.validate().unwrap_err();
+        assert_eq!(e.field, "spec.agent.publicKeys[0].publicKey");
+        assert!(
+            e.problem.contains("RFC 8037") && e.problem.contains("keygen"),
+            "{}",
+            e.problem
         );
     }
 }

@@ -87,6 +87,10 @@ pub struct KeySet {
     pub keys: Vec<EnrolledKey>,
     /// Rotation nonces seen, with the `exp` of their message (kept until it passed).
     pub nonces: BTreeMap<String, i64>,
+    /// An operator asked for a new key (`fleetpulse-hub key rotate`); cleared by the next
+    /// rotation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotation_requested: bool,
 }
 
 impl KeySet {
@@ -96,6 +100,7 @@ impl KeySet {
             cluster,
             keys: Vec::new(),
             nonces: BTreeMap::new(),
+            rotation_requested: false,
         }
     }
 
@@ -136,6 +141,9 @@ impl KeySet {
         now: i64,
     ) -> Result<(), Rejection> {
         let key_id = KeyId::of(key).0;
+        if let Some(problem) = keys::published(&keys::public_key_string(key)) {
+            return Err(refuse(RejectCode::KeyInUse, problem));
+        }
         if self.get(&key_id).is_some() {
             return Err(refuse(
                 RejectCode::KeyInUse,
@@ -312,6 +320,7 @@ impl KeySet {
             token_id: None,
         });
         self.nonces.insert(rotation.nonce, rotation.exp);
+        self.rotation_requested = false;
         Ok(Rotated {
             key_id: new_id,
             previous_key_id: signer_id,

@@ -290,12 +290,14 @@ fn a_registration_verifies_only_with_the_key_it_carries() {
 }
 
 #[test]
-fn a_rotation_overlaps_then_retires_the_old_key() {
+fn a_rotation_overlaps_then_retires_the_old_key_and_answers_the_operators_request() {
     let mut set = enrolled(&key(1));
+    set.rotation_requested = true;
     let r = rotation(&key(1), &key(2), 1_000, 1);
     let request = RotationRequest::sign(&key(1), &key(2), &r);
     let rotated = set.rotate(&request, cx(1_000), OVERLAP).unwrap();
     assert!(rotated.changed);
+    assert!(!set.rotation_requested, "the request is answered");
     let old = KeyId::of(&key(1).verifying_key()).0;
     assert!(matches!(
         set.verdict(&old, 1_000 + OVERLAP - 1),
@@ -326,4 +328,14 @@ fn pins_parse_and_print_as_sha256_hex() {
     ] {
         assert!(bad.parse::<CaPin>().is_err(), "{bad}");
     }
+}
+
+#[test]
+fn a_published_test_vector_key_cannot_be_registered() {
+    let mut set = KeySet::new(cluster());
+    let published = keys::parse_public_key(keys::PUBLISHED_KEYS[0]).unwrap();
+    let refused = set.register(&published, "abcdef", false, 0).unwrap_err();
+    assert_eq!(refused.code, RejectCode::KeyInUse);
+    assert!(refused.message.contains("RFC 8037"), "{}", refused.message);
+    assert!(set.keys.is_empty());
 }

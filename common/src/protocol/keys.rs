@@ -7,6 +7,22 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, spki::der::pem::L
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 
+/// Public keys whose private halves are published (the Ed25519 test vector of RFC 8037,
+/// appendix A.2): refused wherever a key is listed or registered, since anyone could sign
+/// reports with them.
+pub const PUBLISHED_KEYS: &[&str] = &["11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"];
+
+/// Why `public_key` must not be trusted, if it is a [`PUBLISHED_KEYS`] entry.
+pub fn published(public_key: &str) -> Option<String> {
+    PUBLISHED_KEYS.contains(&public_key).then(|| {
+        format!(
+            "{public_key} is the RFC 8037 test vector, whose private key is published: anyone \
+             could sign reports with it; generate a key with `fleetpulse-agent keygen` and use \
+             its public key"
+        )
+    })
+}
+
 /// A key could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {

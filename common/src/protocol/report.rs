@@ -234,6 +234,10 @@ pub struct HeartbeatAnswer {
     pub config_generation: u64,
     /// The interval the hub wants, in seconds.
     pub interval_seconds: u32,
+    /// An operator asked the hub for a new key (`fleetpulse-hub key rotate`): an agent that
+    /// enrolled with a bootstrap token rotates its key before its next heartbeat.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotate_key: bool,
 }
 
 /// The payload of a signed config request (`Authorization: FleetPulse-JWS <jws>`).

@@ -135,6 +135,17 @@ pub enum KeyCommand {
         /// The key id (as `describe` and the agent's log show it).
         key_id: String,
     },
+    /// Ask a cluster's agent for a new key: its next heartbeat answer says so, and an
+    /// agent that enrolled with a bootstrap token rotates at once (the old key overlaps,
+    /// then is retired).
+    Rotate {
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The MemberCluster.
+        #[arg(value_name = "NAMESPACE/NAME", value_parser = ClusterId::parse)]
+        cluster: ClusterId,
+    },
 }
 
 /// The CA pin of the last certificate of a PEM chain file.
@@ -241,11 +252,14 @@ pub fn approve(args: ApproveArgs) -> anyhow::Result<String> {
 
 /// Runs `key ...`.
 pub fn key(args: KeyArgs) -> anyhow::Result<String> {
-    let KeyCommand::Revoke {
-        store,
-        cluster,
-        key_id,
-    } = args.command;
+    let (store, cluster, key_id) = match args.command {
+        KeyCommand::Revoke {
+            store,
+            cluster,
+            key_id,
+        } => (store, cluster, key_id),
+        KeyCommand::Rotate { store, cluster } => return request_rotation(store, cluster),
+    };
     let mut store = store.open()?;
     let mut keyset = store.keyset(&cluster)?;
     if keyset.get(&key_id).map(|k| k.state) == Some(KeyState::Revoked) {
@@ -259,4 +273,21 @@ pub fn key(args: KeyArgs) -> anyhow::Result<String> {
     }
     store.put(&keyset, None)?;
     Ok(format!("revoked key {key_id} of {cluster}\n"))
+}
+
+/// `key rotate`: marks the cluster's key set so the hub asks its agent for a new key.
+fn request_rotation(store: StoreArgs, cluster: ClusterId) -> anyhow::Result<String> {
+    let mut store = store.open()?;
+    let mut keyset = store.keyset(&cluster)?;
+    let Some(active) = keyset.active().map(|k| k.key_id.clone()) else {
+        anyhow::bail!(
+            "{cluster} has no enrolled key; a key in spec.agent.publicKeys is rotated by \
+             editing that list"
+        );
+    };
+    keyset.rotation_requested = true;
+    store.put(&keyset, None)?;
+    Ok(format!(
+        "asked the agent of {cluster} to replace key {active}; it rotates after its next heartbeat\n"
+    ))
 }

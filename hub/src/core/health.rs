@@ -309,6 +309,21 @@ impl Health {
         let live = failing.is_empty();
         if self.status(HEALTHY) == Status::from(live) {
             self.streak = None;
+            // Already unhealthy for another reason (it was unreachable, or not ready): the
+            // checks that fail now are the reason, at once (no transition, no debounce).
+            let stale = condition::find(&self.conditions, HEALTHY)
+                .is_some_and(|c| c.reason != reason::LIVENESS_CHECKS_FAILING);
+            if !live && stale {
+                let message = format!("failing liveness checks: {failing}");
+                return condition::set(
+                    &mut self.conditions,
+                    HEALTHY,
+                    Status::False,
+                    reason::LIVENESS_CHECKS_FAILING,
+                    &message,
+                    now,
+                );
+            }
             return false;
         }
         let held = match self.streak {

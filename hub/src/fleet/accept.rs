@@ -75,6 +75,9 @@ impl Fleet {
             accepted_seq: pos.seq,
             config_generation: state.config_generation,
             interval_seconds: entry.object.spec.heartbeat.interval_seconds,
+            rotate_key: self
+                .enrolled_keys()
+                .is_some_and(|keys| keys.rotation_requested(&entry.id)),
         };
         let write = changed.then(|| state.record());
         drop(state);

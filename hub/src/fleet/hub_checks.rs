@@ -3,6 +3,11 @@
 //! evaluates them with the same engine as the agent (a shared Lua round per cluster), once
 //! per heartbeat interval, and their results join the cluster's next report: they gate
 //! `Ready` and `Healthy` like the agent's checks, with the same thresholds and `for`.
+//!
+//! A cluster's hub-side checks read only the hub's objects in the cluster's own namespace:
+//! one team's MemberClusters and HealthPolicies live in its namespace, and a check
+//! message may quote what it read. A selector naming another namespace fails its check,
+//! saying so; cluster-scoped objects are not readable.
 
 use std::time::{Duration, Instant};
 
@@ -58,10 +63,30 @@ fn evaluate(entry: &ClusterEntry, objects: &[serde_json::Value]) -> Vec<RunOutco
         .filter_map(|(_, c)| LuaCheck::of(c))
         .collect();
     let batch = Batch::plan(checks, &super::registry::cluster_metadata(&entry.object));
+    let own = entry.id.namespace.as_str();
     let listed: Vec<Result<Vec<serde_json::Value>, String>> = batch
         .queries()
         .iter()
-        .map(|q| Ok(objects.iter().filter(|o| q.matches(o)).cloned().collect()))
+        .map(|q| match q.namespace.as_deref() {
+            Some(other) if other != own => Err(format!(
+                "a fromHub selector reads only the hub's objects in namespace {own} (the \
+                 MemberCluster's), not {other}: keep the objects this cluster's checks read \
+                 in {own}"
+            )),
+            _ => Ok(objects
+                .iter()
+                .filter(|o| in_namespace(o, own) && q.matches(o))
+                .cloned()
+                .collect()),
+        })
         .collect();
     batch.evaluate(listed, LuaLimits::default())
+}
+
+/// Whether a hub object lives in `namespace` (cluster-scoped objects never do).
+fn in_namespace(object: &serde_json::Value, namespace: &str) -> bool {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(|v| v.as_str())
+        == Some(namespace)
 }

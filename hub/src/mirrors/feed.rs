@@ -6,6 +6,17 @@
 //! more than it may empty a set); and it records each `Mirrored` change in the cluster's
 //! status.
 //!
+//! A hub projects only the silence it observed itself: a cluster this hub process has not
+//! heard from since it started (it restarted while cut off from its fleet, say) keeps the
+//! health its mirrors already show, however long it stays silent; its set memberships
+//! still follow the sets, which never empty on health alone. Without this, a hub
+//! restarted behind a partition would mark every mirror unhealthy once the startup grace
+//! ran out, since the partition brake only counts clusters it heard.
+//!
+//! Likewise a cluster reporting again keeps the health its mirrors show until `Healthy`
+//! has a verdict of its own (the debounce's passing reports), instead of showing the
+//! `Healthy=False` its silence left for a heartbeat or two.
+//!
 //! A cluster is first mirrored once the hub has a verdict on it: it was Healthy, it is
 //! Unreachable, or a liveness check fails it. Until then (never heard from, or reporting
 //! but not yet Ready) its mirrors are left as they are: installing the hub in front of a
@@ -23,7 +34,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use super::{MirrorArgs, MirrorChange, MirrorInput, MirrorsHandle};
-use crate::core::health::reason::LIVENESS_CHECKS_FAILING;
+use crate::core::health::reason::{LIVENESS_CHECKS_FAILING, UNREACHABLE};
 use crate::fleet::Fleet;
 
 /// Feeds `handle` from `fleet` until `stop`; `changes` is the writer's receiver of
@@ -90,27 +101,50 @@ impl Feed {
                 fleet.set_mirrored(&entry.id, None, Timestamp::now());
                 continue;
             }
-            let (reachable, healthy, verdict) = {
+            let (reachable, healthy, verdict, unheard, returning) = {
                 let state = entry.state.lock();
                 let conditions = state.health.conditions();
                 let healthy = condition::find(conditions, HEALTHY);
                 let failing = healthy.is_some_and(|c| c.reason == LIVENESS_CHECKS_FAILING);
+                let unreachable = healthy.is_some_and(|c| c.reason == UNREACHABLE);
                 let (reachable, healthy) =
                     (state.health.status(REACHABLE), state.health.status(HEALTHY));
-                let verdict = healthy == Status::True || reachable == Status::False || failing;
-                (reachable, healthy, verdict)
+                let unheard = state.liveness.last_heartbeat().is_none();
+                let verdict =
+                    healthy == Status::True || (reachable == Status::False && !unheard) || failing;
+                // Reporting again, `Healthy` still says why it went: not a verdict yet.
+                let returning = reachable == Status::True && unreachable;
+                (reachable, healthy, verdict, unheard, returning)
             };
-            let input = match self.told.get(&entry.id) {
-                Some(told) if held.contains(&entry.id) => told.input.clone(),
+            let told = self.told.get(&entry.id).map(|t| &t.input);
+            let input = match told {
+                Some(told) if held.contains(&entry.id) => told.clone(),
                 None if !verdict => continue,
                 _ => {
                     let memberships = memberships.get_or_insert_with(|| fleet.membership_labels());
+                    let memberships = (memberships.get(&entry.id).into_iter().flatten())
+                        .cloned()
+                        .collect::<BTreeSet<String>>();
+                    // Silence this hub did not observe keeps the health shown.
+                    let unobserved = reachable != Status::True && unheard;
+                    let kept = |now: bool, then: fn(&MirrorInput) -> bool| match told {
+                        Some(t) => then(t),
+                        None => now,
+                    };
+                    let reachable_now = reachable == Status::True;
+                    let healthy_now = healthy == Status::True;
                     MirrorInput {
-                        reachable: reachable == Status::True,
-                        healthy: healthy == Status::True,
-                        memberships: (memberships.get(&entry.id).into_iter().flatten())
-                            .cloned()
-                            .collect::<BTreeSet<String>>(),
+                        reachable: if unobserved {
+                            kept(reachable_now, |t| t.reachable)
+                        } else {
+                            reachable_now
+                        },
+                        healthy: if unobserved || returning {
+                            kept(healthy_now, |t| t.healthy)
+                        } else {
+                            healthy_now
+                        },
+                        memberships,
                     }
                 }
             };

@@ -58,6 +58,8 @@ pub struct HubOptions {
     pub batch_verify: Option<BatchSettings>,
     /// Expose per-cluster condition gauges on `/metrics`.
     pub per_cluster_metrics: bool,
+    /// How long an enrolled agent's previous key stays accepted after a rotation.
+    pub key_overlap: Duration,
     /// Mirrors: hub-wide defaults and the resync interval.
     pub mirrors: MirrorArgs,
     /// The cluster mirror objects live on, from `--mirror-kubeconfig` (default: the
@@ -89,6 +91,7 @@ impl HubOptions {
             status_refresh: Duration::from_secs(300),
             batch_verify: Some(BatchSettings::default()),
             per_cluster_metrics: false,
+            key_overlap: Duration::from_secs(600),
             mirrors: MirrorArgs::default(),
             mirror_client: None,
         }

@@ -158,6 +158,7 @@ fn every_cel_rule_of_the_crds_has_a_rust_counterpart() {
         "!(has(self.for) && has(self.duration))",
         "!has(self.taintEffect) || self.apiVersion.startsWith('cluster.karmada.io/')",
         "!has(self.detector) || !has(self.detector.minSilenceSeconds) || (self.detector.minSilenceSeconds > self.intervalSeconds && self.detector.minSilenceSeconds <= self.gracePeriodSeconds)",
+        "self.publicKey != '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo'",
     ];
     fn rules(v: &Value, out: &mut Vec<String>) {
         match v {

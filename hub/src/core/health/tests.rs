@@ -232,3 +232,29 @@ fn once_ready_an_older_generation_still_updates_liveness() {
     assert_eq!(h.status(READY), Status::True, "Ready stays latched");
     assert_eq!(h.status(HEALTHY), Status::False, "liveness still followed");
 }
+
+#[test]
+fn a_cluster_back_with_a_failing_liveness_check_says_so_at_once_without_a_new_transition() {
+    let mut h = Health::restore(vec![], None, t(0));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(1));
+    h.report(&report("u", vec![]), Evidence::Current, D, t(2));
+    h.observe(unreachable(), 40, t(50));
+    let went = condition::find(h.conditions(), HEALTHY).unwrap().clone();
+    assert_eq!(went.reason, reason::UNREACHABLE);
+    let failing = vec![check("dns", CheckPhase::Liveness, false)];
+    assert!(h.report(&report("u", failing.clone()), Evidence::Current, D, t(60)));
+    let now = condition::find(h.conditions(), HEALTHY).unwrap().clone();
+    assert_eq!(
+        (now.status.as_str(), now.reason.as_str()),
+        ("False", reason::LIVENESS_CHECKS_FAILING)
+    );
+    assert!(now.message.contains("dns"), "{}", now.message);
+    assert_eq!(
+        now.last_transition_time, went.last_transition_time,
+        "still unhealthy: no transition"
+    );
+    assert!(
+        !h.report(&report("u", failing), Evidence::Current, D, t(61)),
+        "nothing more to say while it keeps failing"
+    );
+}
