@@ -198,8 +198,11 @@ async fn fence(leases: Api<Lease>, settings: LeaderSettings) -> Lost {
     let mut seen = None;
     loop {
         tokio::time::sleep(settings.fence_poll()).await;
-        match leases.get(&settings.name).await {
-            Ok(lease) => {
+        // A read that hangs (a partition) is cut off at the deadline.
+        let left = deadline.saturating_sub(renewed.elapsed());
+        let read = leases.get(&settings.name);
+        match tokio::time::timeout(left.max(Duration::from_millis(100)), read).await {
+            Ok(Ok(lease)) => {
                 let spec = lease.spec.unwrap_or_default();
                 if spec.holder_identity.as_deref() != Some(settings.identity.as_str()) {
                     return Lost::TakenOver;
@@ -209,8 +212,11 @@ async fn fence(leases: Api<Lease>, settings: LeaderSettings) -> Lost {
                     renewed = tokio::time::Instant::now();
                 }
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::warn!(lease = %settings.name, error = %e, "cannot read the lease to check this replica's renewals")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %settings.name, "the lease read did not answer before the renew deadline")
             }
         }
         if renewed.elapsed() > deadline {
