@@ -97,6 +97,9 @@ pub struct ServeArgs {
     /// the agent cannot authenticate the hub.
     #[arg(long, env = "FLEETPULSE_INSECURE_HTTP", conflicts_with = "tls_cert")]
     pub insecure_http: bool,
+    /// What any one client may hold: connections, timeouts, HTTP/2 streams.
+    #[command(flatten)]
+    pub limits: crate::server::ConnectionLimits,
     /// This hub's identity; agents must put it in each report's `aud`.
     #[arg(long, env = "FLEETPULSE_AUDIENCE", default_value = "fleetpulse")]
     pub audience: String,
@@ -207,6 +210,7 @@ impl ServeArgs {
         );
         o.tls = self.tls_cert.clone().zip(self.tls_key.clone());
         o.insecure_http = self.insecure_http;
+        o.limits = self.limits.clone();
         o.audience = self.audience.clone();
         o.freshness = Freshness {
             max_clock_skew_secs: self.max_clock_skew_seconds,

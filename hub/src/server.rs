@@ -1,11 +1,16 @@
 //! Running the hub: TLS, the listener, and the background loops (failure detector tick,
 //! manifest reload, position flush), with a graceful shutdown that persists state.
 
+mod background;
+mod limits;
 mod listener;
+mod manifests;
 mod options;
+mod readiness;
 pub mod standby;
 pub mod tls;
 
+pub use limits::ConnectionLimits;
 pub use options::HubOptions;
 
 use std::net::SocketAddr;
@@ -57,9 +62,13 @@ pub enum HubError {
     /// Leader election failed.
     #[error(transparent)]
     Leader(#[from] leader::LeaderError),
-    /// Another replica took the lease; this one stopped without writing more.
-    #[error("another hub replica took the lease; this replica stopped without writing more")]
-    LostLeadership,
+    /// This replica stopped leading (another took the lease, or it could not renew it in
+    /// time); it stopped without writing more.
+    #[error("{0}; this replica stopped without writing more")]
+    LostLeadership(leader::Lost),
+    /// Stopped, but the state could not all be persisted.
+    #[error("stopped, but state was not persisted: {0}")]
+    NotPersisted(String),
     /// The enrolment store could not be opened.
     #[error(transparent)]
     Enrolment(#[from] crate::enrolment::store::EnrolStoreError),
@@ -83,6 +92,7 @@ pub struct Hub {
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     leadership: Option<Leadership>,
+    store: StoreWriter,
 }
 
 impl Hub {
@@ -119,6 +129,7 @@ impl Hub {
             listener,
             switch(routed),
             tls,
+            opts.limits.clone(),
             shutdown.clone(),
         ));
         Ok(Starting {
@@ -174,7 +185,7 @@ impl Starting {
             brake: opts.brake,
             rollout: opts.rollout,
         };
-        let (fleet, manifests) = match &opts.kube {
+        let (fleet, manifests, writer) = match &opts.kube {
             Some(client) => {
                 let instance = opts.leader.as_ref().map(|l| l.identity.clone());
                 let mut store =
@@ -183,7 +194,8 @@ impl Starting {
                     tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
                         .await
                         .expect("loading the store does not panic")?;
-                let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
+                let writer = StoreWriter::spawn(store);
+                let fleet = Arc::new(Fleet::new(settings, writer.clone()));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
                 let mut source = KubeSource::start(client, &shutdown);
                 let missing = source.ready().await;
@@ -191,7 +203,7 @@ impl Starting {
                     tracing::error!(problem, "conflicting objects");
                 }
                 tasks.spawn(source.drive(fleet.clone(), missing, shutdown.clone()));
-                (fleet, None)
+                (fleet, None, writer)
             }
             None => {
                 std::fs::create_dir_all(&opts.data).map_err(|source| HubError::Dir {
@@ -200,11 +212,12 @@ impl Starting {
                 })?;
                 let mut store = SqliteStore::open(&opts.data)?;
                 let snapshot = store.load()?;
-                let fleet = Arc::new(Fleet::new(settings, StoreWriter::spawn(store)));
+                let writer = StoreWriter::spawn(store);
+                let fleet = Arc::new(Fleet::new(settings, writer.clone()));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
                 let mut manifests = ManifestDir::new(&opts.manifests);
-                load_every_manifest(&fleet, &mut manifests, &router, opts.reload_interval).await;
-                (fleet, Some(manifests))
+                manifests::load_every(&fleet, &mut manifests, &router, opts.reload_interval).await;
+                (fleet, Some(manifests), writer)
             }
         };
         if opts.per_cluster_metrics {
@@ -223,15 +236,25 @@ impl Starting {
             admission: Arc::new(admission),
         });
         let app = crate::enrolment::serve(&opts, &fleet, app)?;
+        // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
+        // status writes retry through API outages, which a restart would not cure.
+        let app = match opts.kube {
+            None => readiness::gate(app, writer.clone()),
+            Some(_) => app,
+        };
         spawn_mirrors(&fleet, &opts, &shutdown, &mut tasks);
         router.send_modify(|r| *r = app);
-        tasks.spawn(background(
+        tasks.spawn(background::run(
             fleet.clone(),
             manifests,
             opts.clone(),
             shutdown.clone(),
         ));
-        tasks.spawn(hub_checks(fleet.clone(), opts.tick, shutdown.clone()));
+        tasks.spawn(background::hub_checks(
+            fleet.clone(),
+            opts.tick,
+            shutdown.clone(),
+        ));
         let mode = if opts.kube.is_some() {
             "kubernetes"
         } else {
@@ -244,26 +267,46 @@ impl Starting {
             shutdown,
             tasks,
             leadership,
+            store: writer,
         })
     }
 }
 
 impl Hub {
-    /// Stops serving, persists every accepted position and pending status, then releases
-    /// the lease (if this replica leads) so a standby takes over at once.
-    pub async fn shutdown(mut self) {
+    /// Stops serving, persists every accepted position and pending status (the embedded
+    /// store checkpoints its WAL into the database file), then releases the lease (if this
+    /// replica leads) so a standby takes over at once. Logs whether the state was
+    /// persisted, and what was not.
+    pub async fn shutdown(self) {
+        let _ = self.stop().await;
+    }
+
+    async fn stop(mut self) -> Result<(), HubError> {
         self.shutdown.cancel();
         while self.tasks.join_next().await.is_some() {}
         let fleet = self.fleet.clone();
         let _ = tokio::task::spawn_blocking(move || fleet.sync()).await;
+        let store = self.store.clone();
+        let persisted = tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap_or_else(|e| Err(format!("the store thread failed: {e}")));
         if let Some(leadership) = self.leadership.take() {
             leadership.release().await;
         }
-        tracing::info!("hub stopped; state persisted");
+        match persisted {
+            Ok(()) => {
+                tracing::info!("hub stopped; state persisted");
+                Ok(())
+            }
+            Err(problem) => {
+                tracing::error!(%problem, "hub stopped; state NOT persisted");
+                Err(HubError::NotPersisted(problem))
+            }
+        }
     }
 
     /// Runs until `stop` resolves, then shuts down. Fails without writing more if another
-    /// replica takes the lease first.
+    /// replica takes the lease first, or this one cannot renew it within its deadline.
     pub async fn run_until(
         mut self,
         stop: impl std::future::Future<Output = ()>,
@@ -275,19 +318,18 @@ impl Hub {
             }
         };
         let lost = tokio::select! {
-            _ = stop => false,
-            _ = lost => true,
+            _ = stop => None,
+            lost = lost => Some(lost),
         };
-        if lost {
-            tracing::error!("another hub replica took the lease; stopping without writing more");
+        if let Some(lost) = lost {
+            tracing::error!(reason = %lost, "this replica no longer leads; stopping without writing more");
             self.shutdown.cancel();
             if let Some(leadership) = &self.leadership {
                 let _ = tokio::time::timeout(Duration::from_secs(2), leadership.unlabel()).await;
             }
-            return Err(HubError::LostLeadership);
+            return Err(HubError::LostLeadership(lost));
         }
-        self.shutdown().await;
-        Ok(())
+        self.stop().await
     }
 }
 
@@ -319,120 +361,4 @@ fn switch(routed: watch::Receiver<Router>) -> Router {
         let router = routed.borrow().clone();
         async move { router.oneshot(request).await }
     }))
-}
-
-/// Loads the manifests at start, and does not become ready while a file fails to load: the
-/// previous process served its objects, and starting without them would refuse their
-/// agents as unknown and reselect their sets. `/readyz` and every agent request say which
-/// file, document and problem; the directory is rescanned until it loads.
-async fn load_every_manifest(
-    fleet: &Fleet,
-    manifests: &mut ManifestDir,
-    router: &watch::Sender<Router>,
-    rescan: Duration,
-) {
-    reload(fleet, manifests, true);
-    let mut said = String::new();
-    loop {
-        let unloaded: Vec<String> = manifests.unloaded().iter().map(|e| e.to_string()).collect();
-        if unloaded.is_empty() {
-            return;
-        }
-        let why = format!(
-            "not serving until every manifest loads (the objects it defines would be judged \
-             missing): {}; fix the file, it is read again every {}s",
-            unloaded.join("; "),
-            rescan.as_secs_f64()
-        );
-        if why != said {
-            tracing::error!(files = unloaded.len(), problem = %why, "manifests failed to load at start");
-            router.send_modify(|r| *r = standby::router(why.clone(), false));
-            said = why;
-        }
-        tokio::time::sleep(rescan).await;
-        reload(fleet, manifests, false);
-    }
-}
-
-fn reload(fleet: &Fleet, manifests: &mut ManifestDir, first: bool) {
-    let scan = manifests.scan();
-    for e in &scan.errors {
-        tracing::error!(error = %e, "manifest refused; the previous version stays in effect");
-    }
-    if scan.changed || first {
-        let count = scan.objects.member_clusters.len();
-        for problem in fleet.reload(scan.objects, Instant::now(), Timestamp::now()) {
-            tracing::error!(problem, "conflicting objects");
-        }
-        tracing::info!(member_clusters = count, "objects loaded");
-    }
-}
-
-/// Runs the hub-side checks every `period`, each round after the previous one ended, off
-/// the runtime's worker threads and off the detector's tick.
-async fn hub_checks(fleet: Arc<Fleet>, period: Duration, stop: CancellationToken) {
-    let mut round = tokio::time::interval(period);
-    round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = round.tick() => {
-                let fleet = fleet.clone();
-                let run = move || fleet.run_hub_checks(Instant::now(), Timestamp::now());
-                let _ = tokio::task::spawn_blocking(run).await;
-            }
-        }
-    }
-}
-
-/// Slices of the coarse status refresh (one every 5 s at the default 5 minutes).
-const REFRESH_PARTS: u64 = 60;
-
-async fn background(
-    fleet: Arc<Fleet>,
-    mut manifests: Option<ManifestDir>,
-    opts: HubOptions,
-    stop: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(opts.tick);
-    let mut rescan = tokio::time::interval(opts.reload_interval);
-    let mut flush = tokio::time::interval(opts.position_flush_interval);
-    // The refresh runs in REFRESH_PARTS slices spread over its interval.
-    let refresh_statuses = opts.kube.is_some() && !opts.status_refresh.is_zero();
-    // It starts one whole interval after start: status was just loaded or written.
-    let slice = if refresh_statuses {
-        (opts.status_refresh / REFRESH_PARTS as u32).max(Duration::from_millis(10))
-    } else {
-        Duration::from_secs(3600)
-    };
-    let mut refresh =
-        tokio::time::interval_at(tokio::time::Instant::now() + opts.status_refresh, slice);
-    let mut refresh_part = 0;
-    for t in [&mut tick, &mut rescan, &mut flush, &mut refresh] {
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    }
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            // The tick walks every cluster: off the runtime's worker threads, so ingest
-            // is never stalled.
-            _ = tick.tick() => {
-                let fleet = fleet.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    fleet.tick(Instant::now(), Timestamp::now())
-                })
-                .await;
-            }
-            _ = rescan.tick(), if manifests.is_some() => {
-                if let Some(m) = manifests.as_mut() {
-                    reload(&fleet, m, false);
-                }
-            }
-            _ = flush.tick() => fleet.flush_positions(),
-            _ = refresh.tick(), if refresh_statuses => {
-                fleet.refresh_statuses(refresh_part, REFRESH_PARTS);
-                refresh_part = (refresh_part + 1) % REFRESH_PARTS;
-            }
-        }
-    }
 }

@@ -48,10 +48,32 @@ pub enum StoreError {
         #[source]
         source: kube::Error,
     },
-    /// A stored record could not be decoded.
+    /// The database file is not SQLite or is corrupt: the hub does not start empty over
+    /// it.
     #[error(
-        "embedded store: record of {cluster} is unreadable: {source}; delete the --data directory to start over"
+        "embedded store {path}: {problem}; the hub does not start with empty state over it: \
+         restore the file from a backup, or move it and any {path}-wal beside it aside to start \
+         afresh (each cluster is then judged from its next reports and each set selects anew)"
     )]
+    Corrupt {
+        /// The database file.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The WAL could not be copied into the database file at shutdown.
+    #[error(
+        "embedded store {path}: checkpoint incomplete: {problem}; the state is kept in the \
+         {path}-wal file: keep it beside the database"
+    )]
+    Checkpoint {
+        /// The database file.
+        path: String,
+        /// What was left.
+        problem: String,
+    },
+    /// A stored record could not be decoded.
+    #[error("embedded store: record of {cluster} is unreadable: {source}")]
     Decode {
         /// The cluster whose record is bad.
         cluster: String,
@@ -114,4 +136,9 @@ pub trait Store: Send + 'static {
     fn load(&mut self) -> Result<Snapshot, StoreError>;
     /// Applies writes atomically.
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
+    /// Makes everything applied durable on its own at a clean shutdown (the embedded store
+    /// checkpoints its WAL into the database file); nothing to do by default.
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

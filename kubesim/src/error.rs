@@ -39,6 +39,15 @@ impl ApiError {
         }
     }
 
+    /// 500 for a request the test made the server refuse.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self {
+            code: 500,
+            reason: "InternalError",
+            message: message.into(),
+        }
+    }
+
     /// 409 for a create whose name is taken.
     pub fn already_exists(resource: &str, name: &str) -> Self {
         Self {

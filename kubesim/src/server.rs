@@ -160,6 +160,10 @@ async fn dispatch(
                 .entry((resource.clone(), verb.to_owned()))
                 .or_default() += 1;
         }
+        if store.refused.contains(&(resource.clone(), verb.to_owned())) {
+            let message = format!("kubesim refuses {verb} on {resource} (a simulated outage)");
+            return ApiError::internal(message).into_response();
+        }
         if let Some(i) = store
             .interleaved
             .iter()

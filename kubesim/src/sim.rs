@@ -174,6 +174,19 @@ impl KubeSim {
             .push((resource.to_owned(), verb.to_owned(), merge_patch));
     }
 
+    /// Answers every `verb` request on `resource` (e.g. `("leases", "patch")`) with 500
+    /// `InternalError` while `refused` is true (counted in the ledger, not applied): an
+    /// outage of one kind of write, e.g. a leader that can no longer renew its Lease.
+    pub fn refuse(&self, resource: &str, verb: &str, refused: bool) {
+        let key = (resource.to_owned(), verb.to_owned());
+        let mut store = self.shared.store.lock();
+        if refused {
+            store.refused.insert(key);
+        } else {
+            store.refused.remove(&key);
+        }
+    }
+
     /// Total mutating requests so far.
     pub fn total_writes(&self) -> u64 {
         self.shared.store.lock().writes.values().sum()

@@ -91,6 +91,9 @@ pub struct Store {
     /// Competing writes to make just before a request: (resource, verb, merge patch), see
     /// [`crate::KubeSim::interleave_before_next`].
     pub interleaved: Vec<(String, String, Value)>,
+    /// (resource, verb) pairs answered 500 until allowed again (see
+    /// [`crate::KubeSim::refuse`]).
+    pub refused: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Default for Store {
@@ -104,6 +107,7 @@ impl Default for Store {
             tx: broadcast::channel(4 * HISTORY).0,
             writes: BTreeMap::new(),
             interleaved: Vec::new(),
+            refused: Default::default(),
             requests: Vec::new(),
             pod_logs: BTreeMap::new(),
         }

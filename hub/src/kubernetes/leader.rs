@@ -9,12 +9,18 @@
 //!
 //! A leader that loses the lease stops at once without writing anything more (the process
 //! exits and Kubernetes restarts it as a standby), so two replicas never write status
-//! together for longer than the lease's renewal margin. A leader that stops gracefully
+//! together for longer than the lease's renewal margin. It is fenced as client-go's leader
+//! election fences: the leader renews every fifth of the lease duration and checks the
+//! Lease every second (at most); when it has not seen its own renewal land within the
+//! renew deadline (two thirds of the duration: 10 s of the default 15 s), because the API
+//! server refuses the renewals or cannot be reached, it counts the lease as lost and stops
+//! before the lease can expire for the standbys. A leader that stops gracefully
 //! writes its last state first and then releases the lease, so a standby takes over
 //! without waiting for the lease to expire.
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
@@ -30,11 +36,59 @@ pub struct LeaderSettings {
     pub name: String,
     /// This replica's identity (its Pod name), recorded as the Lease holder.
     pub identity: String,
-    /// How long the lease lasts without renewal; the leader renews it when a third of
-    /// this is left. A standby takes over after at most this long if the leader dies.
+    /// How long the lease lasts without renewal; the leader renews it every fifth of this
+    /// and stops leading when a renewal has not landed within [`Self::renew_deadline`]. A
+    /// standby takes over after at most this long if the leader dies.
     pub duration: Duration,
     /// This replica's own Pod (namespace, name), labelled [`LEADER_LABEL`] while it leads.
     pub pod: Option<(String, String)>,
+}
+
+impl LeaderSettings {
+    /// How long the leader goes on leading without seeing its renewal land: two thirds of
+    /// the lease duration (client-go's default ratio, 10 s of 15 s), so it stops writing
+    /// a third of the duration before a standby may take the lease.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
+
+    /// How often the leader renews: every fifth of the lease duration (at least 1 s), so
+    /// a couple of failed renewals are retried before the renew deadline.
+    fn renew_every(&self) -> u64 {
+        (self.duration.as_secs() / 5).max(1)
+    }
+
+    /// How often the leader checks that its renewals land: a tenth of the lease duration,
+    /// between 100 ms and 1 s.
+    fn fence_poll(&self) -> Duration {
+        (self.duration / 10).clamp(Duration::from_millis(100), Duration::from_secs(1))
+    }
+}
+
+/// Why this replica stopped leading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// Another replica holds the lease (or the lease manager stopped).
+    TakenOver,
+    /// No renewal of this replica's lease landed within the renew deadline.
+    NotRenewed {
+        /// The renew deadline that passed.
+        deadline: Duration,
+    },
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::TakenOver => f.write_str("another hub replica took the lease"),
+            Lost::NotRenewed { deadline } => write!(
+                f,
+                "the lease was not renewed within its renew deadline of {}s (the API server \
+                 refused or did not answer), so a standby may take it soon",
+                deadline.as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// The label of the leader's Pod, for a Service selecting the leader.
@@ -56,6 +110,7 @@ pub struct LeaderError {
 pub struct Leadership {
     state: watch::Receiver<bool>,
     task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    fence: Fence,
     client: kube::Client,
     pod: Option<(String, String)>,
 }
@@ -95,7 +150,7 @@ pub async fn acquire(
         .with_namespace(&settings.namespace)
         .with_identity(&settings.identity)
         .with_duration(duration)
-        .with_grace((duration / 3).max(1))
+        .with_grace(duration - settings.renew_every().min(duration - 1))
         .build()
         .await
         .map_err(error)?;
@@ -114,21 +169,77 @@ pub async fn acquire(
     }
     tracing::info!(lease = %settings.name, identity = %settings.identity, "this replica leads");
     label_pod(&client, &settings.pod, true).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
+    let fence = Fence(tokio::spawn(fence(leases, settings.clone())));
     Ok(Leadership {
         state,
         task,
+        fence,
         client,
         pod: settings.pod.clone(),
     })
 }
 
-impl Leadership {
-    /// Resolves when another replica took the lease (or the lease manager stopped).
-    pub async fn lost(&mut self) {
-        loop {
-            if self.state.changed().await.is_err() || !*self.state.borrow_and_update() {
-                return;
+/// The fencing task, stopped with the [`Leadership`] that owns it.
+struct Fence(JoinHandle<Lost>);
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Reads the Lease every [`LeaderSettings::fence_poll`] and resolves when this replica's
+/// renewals stopped landing for longer than the renew deadline (or another holds it). A
+/// failed read counts as no renewal seen: a partitioned leader cannot tell either.
+async fn fence(leases: Api<Lease>, settings: LeaderSettings) -> Lost {
+    let deadline = settings.renew_deadline();
+    let mut renewed = tokio::time::Instant::now();
+    let mut seen = None;
+    loop {
+        tokio::time::sleep(settings.fence_poll()).await;
+        // A read that hangs (a partition) is cut off at the deadline.
+        let left = deadline.saturating_sub(renewed.elapsed());
+        let read = leases.get(&settings.name);
+        match tokio::time::timeout(left.max(Duration::from_millis(100)), read).await {
+            Ok(Ok(lease)) => {
+                let spec = lease.spec.unwrap_or_default();
+                if spec.holder_identity.as_deref() != Some(settings.identity.as_str()) {
+                    return Lost::TakenOver;
+                }
+                if spec.renew_time != seen {
+                    seen = spec.renew_time;
+                    renewed = tokio::time::Instant::now();
+                }
             }
+            Ok(Err(e)) => {
+                tracing::warn!(lease = %settings.name, error = %e, "cannot read the lease to check this replica's renewals")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %settings.name, "the lease read did not answer before the renew deadline")
+            }
+        }
+        if renewed.elapsed() > deadline {
+            return Lost::NotRenewed { deadline };
+        }
+    }
+}
+
+impl Leadership {
+    /// Resolves when another replica took the lease (or the lease manager stopped), or
+    /// when this replica's renewals did not land within the renew deadline: from then on
+    /// it must not write.
+    pub async fn lost(&mut self) -> Lost {
+        let taken = async {
+            loop {
+                if self.state.changed().await.is_err() || !*self.state.borrow_and_update() {
+                    return Lost::TakenOver;
+                }
+            }
+        };
+        tokio::select! {
+            lost = taken => lost,
+            fenced = &mut self.fence.0 => fenced.unwrap_or(Lost::TakenOver),
         }
     }
 
@@ -140,6 +251,7 @@ impl Leadership {
     /// Removes the leader label, then releases the lease so a standby takes over at once;
     /// waits up to five seconds.
     pub async fn release(self) {
+        self.fence.0.abort();
         self.unlabel().await;
         drop(self.state);
         match tokio::time::timeout(Duration::from_secs(5), self.task).await {

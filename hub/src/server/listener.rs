@@ -1,33 +1,56 @@
-//! The listener: accepts connections, runs the TLS handshake with a deadline, and serves
-//! each connection with the router until shutdown, then drains open connections.
+//! The listener: accepts connections up to [`ConnectionLimits::max_connections`], runs the
+//! TLS handshake with a deadline, and serves each connection with the router (header,
+//! body and idle timeouts, HTTP/2 stream and reset limits) until shutdown, then drains
+//! open connections. An accept error (e.g. `EMFILE`: out of file descriptors) backs off
+//! instead of spinning, and is logged at most once a second.
 
+mod accept;
+mod connection;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+use super::limits::ConnectionLimits;
 
 pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
     let graceful = GracefulShutdown::new();
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let app = connection::body_deadline(app, limits.body_read_timeout_seconds);
+    let builder = connection::builder(&limits);
+    let mut errors = accept::Backoff::default();
+    let mut full = accept::Refusals::default();
     loop {
         let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
+                Ok(conn) => {
+                    errors.reset();
+                    conn
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = errors.wait(&e) => continue,
+                    }
                 }
             },
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            full.refused(limits.max_connections);
+            drop(stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         // The peer's address, for the enrolment endpoints' rate limit per source.
@@ -35,20 +58,25 @@ pub(super) async fn serve(
             .clone()
             .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
         let watcher = graceful.watcher();
-        let tls = tls.clone();
+        let (tls, builder) = (tls.clone(), builder.clone());
+        let (handshake, idle) = (
+            limits.tls_handshake_timeout_seconds,
+            limits.idle_timeout_seconds,
+        );
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(stream, app, watcher).await,
+                None => connection::serve(stream, app, builder, watcher, idle).await,
                 Some(acceptor) => {
-                    let handshake =
-                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream));
-                    match handshake.await {
-                        Ok(Ok(stream)) => serve_connection(stream, app, watcher).await,
+                    match tokio::time::timeout(handshake, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            connection::serve(stream, app, builder, watcher, idle).await
+                        }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 }
             }
+            drop(permit);
         });
     }
     drop(listener);
@@ -57,16 +85,5 @@ pub(super) async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after 5s; closing them");
-    }
-}
-
-async fn serve_connection<S>(stream: S, app: Router, watcher: hyper_util::server::graceful::Watcher)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(error = %e, "connection ended with an error");
     }
 }

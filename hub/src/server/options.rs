@@ -12,6 +12,7 @@ use crate::core::health::Debounce;
 use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::mirrors::MirrorArgs;
+use crate::server::ConnectionLimits;
 
 /// How to run an embedded hub.
 #[derive(Clone)]
@@ -26,6 +27,8 @@ pub struct HubOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Serve plain HTTP (development only).
     pub insecure_http: bool,
+    /// What any one client may hold: connections, timeouts, HTTP/2 streams.
+    pub limits: ConnectionLimits,
     /// This hub's identity, checked against each report's `aud`.
     pub audience: String,
     /// Freshness window for `iat`/`exp`.
@@ -74,6 +77,7 @@ impl HubOptions {
             listen,
             tls: None,
             insecure_http: false,
+            limits: ConnectionLimits::default(),
             audience: "fleetpulse".into(),
             freshness: Freshness::default(),
             debounce: Debounce::default(),

@@ -1,14 +1,19 @@
 //! The embedded store: one SQLite file (`fleetpulse.db` under `--data`), WAL mode.
+//!
+//! Opening verifies the file (`PRAGMA quick_check`) and writes to it, so a file that is
+//! not SQLite, is corrupt or cannot be written stops the hub with an error naming the file
+//! and the fix, rather than starting it empty. A clean shutdown checkpoints the WAL into
+//! the database file ([`Store::checkpoint`]), so the state after it lives in
+//! `fleetpulse.db` alone. One unreadable record is logged with its key and skipped.
 
-use std::collections::HashMap;
+mod check;
+mod load;
+
 use std::path::Path;
 
 use rusqlite::{Connection, params};
 
-use fleetpulse_common::protocol::replay::Position;
-use fleetpulse_common::protocol::report::ClusterId;
-
-use super::{Snapshot, Store, StoreError, StoredCluster, Write};
+use super::{Snapshot, Store, StoreError, Write};
 use crate::ids::SetKey;
 
 /// SQLite-backed [`Store`].
@@ -18,15 +23,14 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) `dir/fleetpulse.db`.
+    /// Opens (creating if needed) `dir/fleetpulse.db`, verifies it and checks it can be
+    /// written.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let path = dir.join("fleetpulse.db");
         let path_str = path.display().to_string();
-        let err = |source| StoreError::Sqlite {
-            path: path_str.clone(),
-            source,
-        };
+        let err = |source| check::classify(&path_str, source);
         let conn = Connection::open(&path).map_err(err)?;
+        check::verify(&conn, &path_str)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -42,97 +46,17 @@ impl SqliteStore {
                  PRIMARY KEY (namespace, name, kid));",
         )
         .map_err(err)?;
+        check::writable(&conn, &path_str)?;
         Ok(Self {
             conn,
             path: path_str,
         })
     }
-
-    fn err(&self, source: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
-    }
 }
 
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<Snapshot, StoreError> {
-        let mut snapshot = Snapshot::default();
-        let mut stmt = self
-            .conn
-            .prepare("SELECT namespace, name, record FROM clusters")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        for row in rows {
-            let (ns, name, record) = row.map_err(|e| self.err(e))?;
-            let id = ClusterId::new(ns, name);
-            let record: StoredCluster =
-                serde_json::from_str(&record).map_err(|source| StoreError::Decode {
-                    cluster: id.to_string(),
-                    source,
-                })?;
-            snapshot.clusters.insert(id, record);
-        }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT namespace, name, kid, incarnation, seq FROM positions")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    ClusterId::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?),
-                    r.get::<_, String>(2)?,
-                    Position {
-                        incarnation: r.get::<_, i64>(3)? as u64,
-                        seq: r.get::<_, i64>(4)? as u64,
-                    },
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        for row in rows {
-            let (id, kid, pos) = row.map_err(|e| self.err(e))?;
-            snapshot
-                .positions
-                .entry(id)
-                .or_insert_with(HashMap::new)
-                .insert(kid, pos);
-        }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT kind, namespace, name, status FROM sets")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        for row in rows {
-            let (kind, ns, name, status) = row.map_err(|e| self.err(e))?;
-            let key = match kind.as_str() {
-                "ClusterSet" => SetKey::ClusterSet(name),
-                _ => SetKey::Set(ClusterId::new(ns, name)),
-            };
-            let status = serde_json::from_str(&status).map_err(|source| StoreError::Decode {
-                cluster: key.to_string(),
-                source,
-            })?;
-            snapshot.sets.insert(key, status);
-        }
-        Ok(snapshot)
+        load::snapshot(&self.conn, &self.path)
     }
 
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
@@ -196,43 +120,11 @@ impl Store for SqliteStore {
         }
         tx.commit().map_err(err)
     }
+
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        check::checkpoint(&self.conn, &self.path)
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_and_positions_survive_reopen_and_positions_never_go_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let id = ClusterId::new("fleet", "a");
-        let mut store = SqliteStore::open(dir.path()).unwrap();
-        let record = StoredCluster {
-            config_hash: 7,
-            ..Default::default()
-        };
-        let pos = |incarnation, seq| Position { incarnation, seq };
-        store
-            .apply(&[
-                Write::Cluster {
-                    cluster: id.clone(),
-                    record: record.clone(),
-                },
-                Write::Positions {
-                    cluster: id.clone(),
-                    positions: [("k".into(), pos(2, 5))].into(),
-                },
-            ])
-            .unwrap();
-        store
-            .apply(&[Write::Positions {
-                cluster: id.clone(),
-                positions: [("k".into(), pos(1, 99))].into(),
-            }])
-            .unwrap();
-        drop(store);
-        let snapshot = SqliteStore::open(dir.path()).unwrap().load().unwrap();
-        assert_eq!(snapshot.clusters[&id], record);
-        assert_eq!(snapshot.positions[&id]["k"], pos(2, 5));
-    }
-}
+mod tests;

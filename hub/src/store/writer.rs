@@ -6,13 +6,19 @@
 //! down while nothing changed still catches up. While it stays down, writes queued for the
 //! same object replace the older ones (each carries the object's whole record), so the
 //! queue is bounded by the number of objects, not by the outage's length.
+//!
+//! While writes fail, [`StoreWriter::problem`] says why (the embedded hub's `/readyz`
+//! answers 503 with it), and [`StoreWriter::close`] at shutdown says what was not
+//! persisted instead of pretending it was.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use parking_lot::Mutex;
 
 use fleetpulse_common::protocol::report::ClusterId;
 
@@ -51,12 +57,14 @@ impl RetrySettings {
 enum Command {
     Write(Vec<Write>),
     Sync(mpsc::Sender<()>),
+    Close(mpsc::Sender<Result<(), String>>),
 }
 
 /// Queues writes to a [`Store`] running on its own thread.
 #[derive(Clone, Debug)]
 pub struct StoreWriter {
     tx: mpsc::Sender<Command>,
+    problem: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Command {
@@ -75,6 +83,8 @@ impl StoreWriter {
     /// a backoff (and with the next batch), so nothing is lost while the store recovers.
     pub fn spawn_with(mut store: impl Store, retry: RetrySettings) -> Self {
         let (tx, rx) = mpsc::channel::<Command>();
+        let problem = Arc::new(Mutex::new(None));
+        let failing = problem.clone();
         thread::Builder::new()
             .name("fleetpulse-store".into())
             .spawn(move || {
@@ -93,11 +103,12 @@ impl StoreWriter {
                         },
                     };
                     let retrying = !pending.is_empty();
-                    let mut waiters = Vec::new();
+                    let (mut waiters, mut closers) = (Vec::new(), Vec::new());
                     for cmd in first.into_iter().chain(rx.try_iter()) {
                         match cmd {
                             Command::Write(w) => pending.extend(w),
                             Command::Sync(done) => waiters.push(done),
+                            Command::Close(done) => closers.push(done),
                         }
                     }
                     if retrying {
@@ -111,20 +122,49 @@ impl StoreWriter {
                                 }
                                 pending.clear();
                                 backoff = None;
+                                *failing.lock() = None;
                             }
                             Err(e) => {
                                 tracing::error!(error = %e, queued = pending.len(), "store write failed; will retry");
                                 backoff.get_or_insert_with(|| retry.backoff());
+                                *failing.lock() = Some(format!(
+                                    "{} write(s) not stored: {e}",
+                                    pending.len()
+                                ));
                             }
                         }
                     }
                     for w in waiters {
                         let _ = w.send(());
                     }
+                    for c in closers {
+                        let closed = match failing.lock().clone() {
+                            Some(problem) => Err(problem),
+                            None => store.checkpoint().map_err(|e| e.to_string()),
+                        };
+                        let _ = c.send(closed);
+                    }
                 }
             })
             .expect("spawning the store thread");
-        Self { tx }
+        Self { tx, problem }
+    }
+
+    /// Why the last batch could not be written (it is being retried), or `None` while
+    /// the store keeps up.
+    pub fn problem(&self) -> Option<String> {
+        self.problem.lock().clone()
+    }
+
+    /// At shutdown: tries everything queued once more, then makes the store durable on its
+    /// own ([`Store::checkpoint`]). `Err` says what was not persisted.
+    pub fn close(&self) -> Result<(), String> {
+        let (done, wait) = mpsc::channel();
+        self.tx
+            .send(Command::Close(done))
+            .map_err(|_| "the store thread stopped".to_owned())?;
+        wait.recv()
+            .unwrap_or_else(|_| Err("the store thread stopped".into()))
     }
 
     /// Queues writes (no-op for an empty batch).

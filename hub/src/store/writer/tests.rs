@@ -14,6 +14,7 @@ struct Flaky {
     down: Arc<AtomicBool>,
     attempts: Arc<AtomicUsize>,
     applied: Arc<Mutex<Vec<Vec<Write>>>>,
+    checkpoints: Arc<AtomicUsize>,
 }
 
 impl Store for Flaky {
@@ -30,6 +31,11 @@ impl Store for Flaky {
             });
         }
         self.applied.lock().push(writes.to_vec());
+        Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.checkpoints.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -114,4 +120,31 @@ fn without_failures_every_write_is_applied_as_sent() {
     writer.sync();
     let applied: Vec<Write> = store.applied.lock().concat();
     assert_eq!(generations(&applied), [("a".into(), 1), ("a".into(), 2)]);
+}
+
+#[test]
+fn while_writes_fail_the_writer_says_why_and_close_reports_them_not_persisted() {
+    let store = Flaky::default();
+    store.down.store(true, Ordering::SeqCst);
+    let writer = StoreWriter::spawn_with(store.clone(), FAST);
+    assert_eq!(writer.problem(), None, "nothing failed yet");
+    writer.send(vec![cluster("a", 1)]);
+    wait_for("the failure reported", || writer.problem().is_some());
+    let problem = writer.problem().unwrap();
+    assert!(problem.contains("1 write(s) not stored"), "{problem}");
+    let closed = writer.close();
+    assert!(
+        closed.as_ref().is_err_and(|e| e.contains("not stored")),
+        "close says what was not persisted: {closed:?}"
+    );
+    assert_eq!(store.checkpoints.load(Ordering::SeqCst), 0);
+
+    store.down.store(false, Ordering::SeqCst);
+    wait_for("the store caught up", || writer.problem().is_none());
+    assert_eq!(writer.close(), Ok(()));
+    assert_eq!(store.checkpoints.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        generations(&store.applied.lock().concat()),
+        [("a".into(), 1)]
+    );
 }
