@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 use ed25519_dalek::VerifyingKey;
 use parking_lot::{Mutex, RwLock};
 
-use fleetpulse_common::enrol::keyset::{KeySet, Verdict};
+use fleetpulse_common::api::condition::Status;
+use fleetpulse_common::enrol::keyset::{KeySet, KeyState, Verdict};
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::replay::{Freshness, Rejection};
 use fleetpulse_common::protocol::report::ClusterId;
+use tokio_util::sync::CancellationToken;
 
 use limiter::{Limit, Limiter};
 use store::{EnrolStore, EnrolStoreError};
@@ -234,6 +236,64 @@ impl EnrolledKeys for Enrolment {
     }
 }
 
+impl Enrolment {
+    /// The `Enrolled` condition of `cluster`: `True` with an active enrolled key; `False`
+    /// while its registration awaits approval, or when every enrolled key was revoked or
+    /// replaced; `False` (`AwaitingEnrolment`) for a cluster that has neither an enrolled
+    /// key nor one in `spec.agent.publicKeys`. `None`: a cluster with pre-shared keys only.
+    pub fn condition(
+        &self,
+        cluster: &ClusterId,
+        pre_shared: bool,
+    ) -> Option<(Status, &'static str, String)> {
+        let cache = self.cache.read().clone();
+        let Some(set) = cache.sets.get(cluster) else {
+            return (!pre_shared).then(|| {
+                let message = format!(
+                    "no agent has enrolled yet: on the hub run `fleetpulse-hub token create \
+                     --cluster {cluster}` and start the agent with that token"
+                );
+                (Status::False, AWAITING_ENROLMENT, message)
+            });
+        };
+        // The message names no key: a rotation changes the key, not the condition.
+        if set.active().is_some() {
+            let message = "an enrolled key is in force (rotated as the agent's schedule says)";
+            return Some((Status::True, "KeyEnrolled", message.to_owned()));
+        }
+        if set.keys.iter().any(|k| k.state == KeyState::Pending) {
+            let message =
+                format!("a registration awaits approval: run `fleetpulse-hub approve {cluster}`");
+            return Some((Status::False, AWAITING_APPROVAL, message));
+        }
+        let message = format!(
+            "no enrolled key is in force (revoked or replaced): `fleetpulse-hub token create \
+             --cluster {cluster}`, then run the agent with the token and a new key"
+        );
+        Some((Status::False, "NoEnrolledKey", message))
+    }
+
+    /// Keeps every cluster's `Enrolled` condition current (registrations, approvals and
+    /// revocations made by this process or the CLI), once a second, until `stop`.
+    async fn follow(self: Arc<Self>, fleet: Arc<crate::fleet::Fleet>, stop: CancellationToken) {
+        let mut every = tokio::time::interval(RECHECK);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            self.refresh_if_changed();
+            let now = k8s_openapi::jiff::Timestamp::now();
+            for entry in fleet.registry().clusters() {
+                let pre_shared = !entry.object.spec.agent.public_keys.is_empty();
+                let wanted = self.condition(&entry.id, pre_shared);
+                let value = wanted.as_ref().map(|(s, r, m)| (*s, *r, m.as_str()));
+                fleet.set_condition(&entry.id, ENROLLED, value, now);
+            }
+        }
+    }
+}
+
 /// Embedded mode: opens the enrolment store under `--data`, has the fleet accept its keys
 /// and adds the enrolment routes to `app`. Kubernetes mode keeps to pre-shared keys for
 /// now: the routes are absent (agents get 404) and this says so in the log.
@@ -241,6 +301,7 @@ pub fn serve(
     opts: &crate::server::HubOptions,
     fleet: &Arc<crate::fleet::Fleet>,
     app: axum::Router,
+    stop: &CancellationToken,
 ) -> Result<axum::Router, EnrolStoreError> {
     if opts.kube.is_some() {
         tracing::info!(
@@ -253,5 +314,6 @@ pub fn serve(
     settings.overlap = opts.key_overlap;
     let enrolment = Enrolment::open(&opts.data, settings)?;
     fleet.use_enrolled_keys(enrolment.clone());
+    tokio::spawn(enrolment.clone().follow(fleet.clone(), stop.clone()));
     Ok(app.merge(routes::router(enrolment, fleet.clone())))
 }

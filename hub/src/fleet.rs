@@ -154,10 +154,6 @@ impl Fleet {
         mirrored: Option<&crate::mirrors::MirroredCondition>,
         wall: Timestamp,
     ) {
-        let Some(entry) = self.registry().cluster(cluster).cloned() else {
-            return;
-        };
-        let mut state = entry.state.lock();
         let condition = mirrored.map(|m| {
             (
                 Status::parse(m.status),
@@ -165,7 +161,24 @@ impl Fleet {
                 m.message.as_str(),
             )
         });
-        if state.set_extra(fleetpulse_common::api::condition::MIRRORED, condition, wall) {
+        let mirrored = fleetpulse_common::api::condition::MIRRORED;
+        self.set_condition(cluster, mirrored, condition, wall);
+    }
+
+    /// Sets (or, with `None`, removes) one of the conditions kept outside the health core
+    /// ([`cluster::EXTRA`]) and writes the cluster's status if that changed it.
+    pub fn set_condition(
+        &self,
+        cluster: &ClusterId,
+        type_: &str,
+        value: Option<(Status, &str, &str)>,
+        wall: Timestamp,
+    ) {
+        let Some(entry) = self.registry().cluster(cluster).cloned() else {
+            return;
+        };
+        let mut state = entry.state.lock();
+        if state.set_extra(type_, value, wall) {
             let record = state.record();
             drop(state);
             self.write_status(cluster, record);

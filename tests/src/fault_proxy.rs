@@ -37,7 +37,10 @@ pub struct Faults {
     pub delay: Duration,
     /// Each chunk's delay varies uniformly by up to this much either way (never below 0).
     pub jitter: Duration,
-    /// Share of chunks (0 to 1) whose connection is reset instead of forwarding them.
+    /// Share of chunks (0 to 1) whose connection is reset instead of forwarding them,
+    /// spread evenly from a random start: one in every `1 / drop` chunks of a connection
+    /// (the first within that many), so a short run fails its share for certain instead
+    /// of by luck.
     pub drop: f64,
     /// Discard everything and answer nothing.
     pub blackhole: bool,

@@ -1,6 +1,7 @@
 //! Enrolment end to end with the real binaries: `fleetpulse-hub token create` hands out
 //! tokens and the CA hash, agents started with `--bootstrap-token` and `--hub-ca-hash`
-//! enrol (one through `fleetpulse-hub approve`) and become Reachable; a reused token, an
+//! enrol (one through `fleetpulse-hub approve`, `Enrolled=False` with `AwaitingApproval`
+//! until then) and become Reachable; a reused token, an
 //! expired token, a token for another cluster, a wrong CA hash and a burst of guessed
 //! tokens are each refused with a clear error and a stable code, and change nothing. A key
 //! rotation asked with `fleetpulse-hub key rotate` under steady heartbeats misses none and
@@ -169,6 +170,11 @@ fn start(hub_args: &[&str]) -> anyhow::Result<Env> {
 fn agents_enrol_with_tokens_and_bad_tokens_or_a_wrong_ca_hash_are_refused_without_a_trace()
 -> anyhow::Result<()> {
     let env = start(&[])?;
+    blocking_until("every cluster AwaitingEnrolment", DEADLINE, || {
+        ["edge-1", "edge-2", "edge-3"].iter().all(|n| {
+            enrolled(&env, n).is_some_and(|(s, r)| s == Status::False && r == "AwaitingEnrolment")
+        })
+    })?;
     let (t1, pin) = env.token(&["--cluster", "fleet/edge-1"])?;
     let (t2, _) = env.token(&["--cluster", "fleet/edge-2"])?;
     let (t3, _) = env.token(&["--cluster", "fleet/edge-3", "--approval", "manual"])?;
@@ -182,9 +188,20 @@ fn agents_enrol_with_tokens_and_bad_tokens_or_a_wrong_ca_hash_are_refused_withou
         a3.log_line("awaits approval").is_some()
     })?;
     assert!(!env.reachable("edge-3"), "edge-3 reports before approval");
+    blocking_until("edge-3 Enrolled=False, AwaitingApproval", DEADLINE, || {
+        enrolled(&env, "edge-3") == Some((Status::False, "AwaitingApproval".into()))
+    })?;
+    for name in ["edge-1", "edge-2"] {
+        blocking_until(&format!("{name} Enrolled"), DEADLINE, || {
+            enrolled(&env, name) == Some((Status::True, "KeyEnrolled".into()))
+        })?;
+    }
     env.hub_cli(&["approve", "fleet/edge-3"])?;
     blocking_until("edge-3 Reachable after approval", DEADLINE, || {
         env.reachable("edge-3")
+    })?;
+    blocking_until("edge-3 Enrolled after approval", DEADLINE, || {
+        enrolled(&env, "edge-3") == Some((Status::True, "KeyEnrolled".into()))
     })?;
 
     // Refusals, each with its stable code and no change on the hub.
@@ -253,6 +270,14 @@ fn guess_tokens(env: &Env, n: usize) -> anyhow::Result<Vec<String>> {
         }
         Ok::<_, anyhow::Error>(codes)
     })
+}
+
+/// The `Enrolled` condition of `name` on the hub's read API, as `(status, reason)`.
+fn enrolled(env: &Env, name: &str) -> Option<(Status, String)> {
+    let status = status(env, name);
+    (status.conditions.iter())
+        .find(|c| c.type_ == "Enrolled")
+        .map(|c| (Status::parse(&c.status), c.reason.clone()))
 }
 
 /// The live status of `name` on the hub's read API.

@@ -18,7 +18,7 @@ use crate::core::health::Health;
 use crate::core::shared_key::SharedKey;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
-pub const EXTRA: [&str; 2] = [condition::MIRRORED, SHARED_KEY];
+pub const EXTRA: [&str; 3] = [condition::MIRRORED, SHARED_KEY, crate::enrolment::ENROLLED];
 /// `SharedKey`: True while two running agents seem to sign with the cluster's key.
 pub const SHARED_KEY: &str = "SharedKey";
 use crate::store::StoredCluster;
@@ -55,8 +55,9 @@ pub struct ClusterState {
     checks: Vec<CheckStatus>,
     /// Whether two agents seem to share the cluster's key.
     pub sharing: SharedKey,
-    /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors) and
-    /// `SharedKey` (once suspected), kept apart from the health conditions.
+    /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
+    /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
+    /// kept apart from the health conditions.
     extra: Vec<Condition>,
 }
 

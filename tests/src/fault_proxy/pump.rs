@@ -74,13 +74,17 @@ async fn direction(
     let reader = async {
         let mut last = Instant::now();
         let mut buf = vec![0u8; CHUNK];
+        // Dropped chunks are spread evenly from a random start (see `Faults::drop`).
+        let mut owed: f64 = rand::thread_rng().r#gen();
         loop {
             let n = match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return End::Closed,
                 Ok(n) => n,
             };
             let f = *faults.borrow();
-            if f.reset || (f.drop > 0.0 && rand::thread_rng().r#gen::<f64>() < f.drop) {
+            owed += f.drop;
+            let dropped = f.drop > 0.0 && owed >= 1.0;
+            if f.reset || dropped {
                 // The sender's socket closes with a reset when the connection is dropped.
                 let _ = from.as_ref().set_zero_linger();
                 return End::Reset;
