@@ -113,15 +113,20 @@ impl HubClient for FakeHub {
     }
 }
 
-/// An agent (interval 10 s) on a fake hub that plays `replies`.
-fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub) {
-    let key = keys::generate();
-    let hub = FakeHub(Arc::new(Mutex::new(Script {
+/// A fake hub that expects reports signed by `key` and plays `replies`.
+fn fake_hub(key: &ed25519_dalek::SigningKey, replies: impl IntoIterator<Item = Reply>) -> FakeHub {
+    FakeHub(Arc::new(Mutex::new(Script {
         key: key.verifying_key(),
         replies: replies.into_iter().collect(),
         seen: Vec::new(),
         rotations: 0,
-    })));
+    })))
+}
+
+/// An agent (interval 10 s) on a fake hub that plays `replies`.
+fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub) {
+    let key = keys::generate();
+    let hub = fake_hub(&key, replies);
     let opts = AgentOptions::new(
         Url::parse("https://hub.invalid").unwrap(),
         ClusterId::new("fleet", "edge-1"),
@@ -307,12 +312,7 @@ async fn a_rotation_interrupted_before_its_commit_is_finished_at_start_with_the_
     std::fs::write(&path, keys::to_pem(&key)).unwrap();
     // What a crash after staging (and perhaps after the hub's acceptance) leaves.
     std::fs::write(dir.path().join("agent.pem.next"), keys::to_pem(&staged)).unwrap();
-    let hub = FakeHub(Arc::new(Mutex::new(Script {
-        key: key.verifying_key(),
-        replies: VecDeque::new(),
-        seen: Vec::new(),
-        rotations: 0,
-    })));
+    let hub = fake_hub(&key, []);
     let mut opts = AgentOptions::new(
         Url::parse("https://hub.invalid").unwrap(),
         ClusterId::new("fleet", "edge-1"),
