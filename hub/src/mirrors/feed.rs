@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{MirrorArgs, MirrorChange, MirrorInput, MirrorsHandle};
 use crate::core::health::reason::{LIVENESS_CHECKS_FAILING, UNREACHABLE};
-use crate::fleet::Fleet;
+use crate::fleet::{ClusterState, Fleet};
 
 /// Feeds `handle` from `fleet` until `stop`; `changes` is the writer's receiver of
 /// `Mirrored` changes.
@@ -101,51 +101,19 @@ impl Feed {
                 fleet.set_mirrored(&entry.id, None, Timestamp::now());
                 continue;
             }
-            let (reachable, healthy, verdict, unheard, returning) = {
-                let state = entry.state.lock();
-                let conditions = state.health.conditions();
-                let healthy = condition::find(conditions, HEALTHY);
-                let failing = healthy.is_some_and(|c| c.reason == LIVENESS_CHECKS_FAILING);
-                let unreachable = healthy.is_some_and(|c| c.reason == UNREACHABLE);
-                let (reachable, healthy) =
-                    (state.health.status(REACHABLE), state.health.status(HEALTHY));
-                let unheard = state.liveness.last_heartbeat().is_none();
-                let verdict =
-                    healthy == Status::True || (reachable == Status::False && !unheard) || failing;
-                // Reporting again, `Healthy` still says why it went: not a verdict yet.
-                let returning = reachable == Status::True && unreachable;
-                (reachable, healthy, verdict, unheard, returning)
-            };
             let told = self.told.get(&entry.id).map(|t| &t.input);
             let input = match told {
                 Some(told) if held.contains(&entry.id) => told.clone(),
-                None if !verdict => continue,
                 _ => {
+                    let seen = Seen::of(&entry.state.lock());
+                    if told.is_none() && !seen.verdict() {
+                        continue;
+                    }
                     let memberships = memberships.get_or_insert_with(|| fleet.membership_labels());
                     let memberships = (memberships.get(&entry.id).into_iter().flatten())
                         .cloned()
-                        .collect::<BTreeSet<String>>();
-                    // Silence this hub did not observe keeps the health shown.
-                    let unobserved = reachable != Status::True && unheard;
-                    let kept = |now: bool, then: fn(&MirrorInput) -> bool| match told {
-                        Some(t) => then(t),
-                        None => now,
-                    };
-                    let reachable_now = reachable == Status::True;
-                    let healthy_now = healthy == Status::True;
-                    MirrorInput {
-                        reachable: if unobserved {
-                            kept(reachable_now, |t| t.reachable)
-                        } else {
-                            reachable_now
-                        },
-                        healthy: if unobserved || returning {
-                            kept(healthy_now, |t| t.healthy)
-                        } else {
-                            healthy_now
-                        },
-                        memberships,
-                    }
+                        .collect();
+                    seen.input(told, memberships)
                 }
             };
             let told = Told {
@@ -165,5 +133,56 @@ impl Feed {
             }
             keep
         });
+    }
+}
+
+/// What a cluster's health says to its mirrors now.
+struct Seen {
+    reachable: Status,
+    healthy: Status,
+    /// `Healthy=False` because a liveness check fails: a verdict of the hub's own.
+    failing: bool,
+    /// Reporting again while `Healthy` still says `Unreachable`: not a verdict yet.
+    returning: bool,
+    /// Not heard from since this hub started.
+    unheard: bool,
+}
+
+impl Seen {
+    fn of(state: &ClusterState) -> Self {
+        let reason = condition::find(state.health.conditions(), HEALTHY).map(|c| c.reason.as_str());
+        let reachable = state.health.status(REACHABLE);
+        Self {
+            reachable,
+            healthy: state.health.status(HEALTHY),
+            failing: reason == Some(LIVENESS_CHECKS_FAILING),
+            returning: reachable == Status::True && reason == Some(UNREACHABLE),
+            unheard: state.liveness.last_heartbeat().is_none(),
+        }
+    }
+
+    /// Whether the hub has a verdict of its own: what a first mirroring waits for.
+    fn verdict(&self) -> bool {
+        self.healthy == Status::True
+            || (self.reachable == Status::False && !self.unheard)
+            || self.failing
+    }
+
+    /// What the mirrors should hold, given what they were `told` before: silence this hub
+    /// did not observe, and a return not yet judged, keep the health shown.
+    fn input(&self, told: Option<&MirrorInput>, memberships: BTreeSet<String>) -> MirrorInput {
+        let unobserved = self.reachable != Status::True && self.unheard;
+        let (reachable, healthy) = (self.reachable == Status::True, self.healthy == Status::True);
+        MirrorInput {
+            reachable: match told {
+                Some(t) if unobserved => t.reachable,
+                _ => reachable,
+            },
+            healthy: match told {
+                Some(t) if unobserved || self.returning => t.healthy,
+                _ => healthy,
+            },
+            memberships,
+        }
     }
 }
