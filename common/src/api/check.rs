@@ -68,12 +68,14 @@ pub struct ClusterCheck {
     /// Lua check: source that defines `function evaluate()`, returning a table with `pass`
     /// (or `healthy`) and `message`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
     pub condition: Option<String>,
     /// Argo CD health check: a resource health script in Argo CD's convention (global
     /// `obj`; returns `hs` with `status` Healthy, Progressing, Degraded, Suspended or
     /// Missing, and `message`), run for every object `resourceSelectors` select. Passes when
     /// every object is Healthy; the message names the first that is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
     pub health_script: Option<String>,
     /// Pod check: run a pod from a template on a schedule and judge by success rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]

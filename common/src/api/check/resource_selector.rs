@@ -45,6 +45,7 @@ pub struct ResourceSelector {
     /// selected object (global `obj`), returning a table with a boolean `matching`; only
     /// matching objects are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
     pub evaluate: Option<String>,
     /// Sveltos' per-object CEL filter: named rules over the variable `resource`, evaluated
     /// in order; an object is kept when any rule is true (a rule that fails on an object
