@@ -25,7 +25,7 @@ use crate::checks::ChecksSource;
 use crate::checks::engine::{CheckEngine, EngineOptions};
 use crate::checks::resources::Reader;
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
-use crate::rotation::{KeyStore, RotationSettings};
+use crate::rotation::{KeySecret, KeyStore, RotationSettings};
 use crate::serve::{self, Endpoint, metrics::AgentMetrics};
 use crate::{Url, key_secret, keys, tls};
 use ed25519_dalek::SigningKey;
@@ -276,11 +276,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             // Only a key enrolled with a token rotates; it lives in the file or the Secret.
             let store = match (&args.key_file, &reader) {
                 (Some(file), _) => Some(KeyStore::File(file.clone())),
-                (None, Reader::Kube(kube)) => Some(KeyStore::Secret {
+                (None, Reader::Kube(kube)) => Some(KeyStore::Secret(KeySecret {
                     client: kube.client().clone(),
                     namespace: args.agent_namespace.clone(),
                     name: args.key_secret.clone(),
-                }),
+                })),
                 (None, _) => None,
             };
             let rotation =

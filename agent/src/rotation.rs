@@ -57,29 +57,28 @@ pub struct RotationSettings {
 }
 
 /// Where the agent's key lives, and its staged successor during a rotation.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum KeyStore {
     /// `--key-file`; the staged key is `FILE.next`.
     File(PathBuf),
     /// The key Secret (`key.pem`; the staged key is `next.pem`).
-    Secret {
-        /// Client of the managed cluster.
-        client: kube::Client,
-        /// The agent's namespace.
-        namespace: String,
-        /// The Secret's name.
-        name: String,
-    },
+    Secret(KeySecret),
 }
 
-impl std::fmt::Debug for KeyStore {
+/// The agent's key Secret in the managed cluster.
+#[derive(Clone)]
+pub struct KeySecret {
+    /// Client of the managed cluster.
+    pub client: kube::Client,
+    /// The agent's namespace.
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+}
+
+impl std::fmt::Debug for KeySecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::File(path) => write!(f, "KeyStore::File({})", path.display()),
-            Self::Secret {
-                namespace, name, ..
-            } => write!(f, "KeyStore::Secret({namespace}/{name})"),
-        }
+        write!(f, "Secret {}/{}", self.namespace, self.name)
     }
 }
 
@@ -118,7 +117,7 @@ impl KeyStore {
     pub async fn stage(&self, next: &SigningKey) -> Result<(), KeyStoreError> {
         match self {
             Self::File(path) => write_private(&staged_path(path), &keys::to_pem(next)),
-            Self::Secret { .. } => self.patch_data(json!({ NEXT_FIELD: pem(next) })).await,
+            Self::Secret(secret) => secret.patch_data(json!({ NEXT_FIELD: pem(next) })).await,
         }
     }
 
@@ -138,21 +137,12 @@ impl KeyStore {
                     }
                 }
             }
-            Self::Secret {
-                client,
-                namespace,
-                name,
-            } => {
-                let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-                let secret = api
-                    .get(name)
-                    .await
-                    .map_err(|source| self.secret_error(source))?;
-                let Some(bytes) = secret.data.and_then(|mut d| d.remove(NEXT_FIELD)) else {
+            Self::Secret(secret) => {
+                let Some(bytes) = secret.staged().await? else {
                     return Ok(None);
                 };
-                let at = format!("Secret {namespace}/{name} {NEXT_FIELD}");
-                let pem = String::from_utf8(bytes.0)
+                let at = format!("{secret:?} {NEXT_FIELD}");
+                let pem = String::from_utf8(bytes)
                     .map_err(|_| KeyStoreError::Staged(at.clone(), "not UTF-8".into()))?;
                 (pem, at)
             }
@@ -177,40 +167,47 @@ impl KeyStore {
                     }),
                 }
             }
-            Self::Secret { .. } => {
+            Self::Secret(secret) => {
                 let data = json!({ KEY_FIELD: pem(key), NEXT_FIELD: null });
-                self.patch_data(data).await
+                secret.patch_data(data).await
             }
         }
     }
+}
 
-    async fn patch_data(&self, data: serde_json::Value) -> Result<(), KeyStoreError> {
-        let Self::Secret {
-            client,
-            namespace,
-            name,
-        } = self
-        else {
-            return Ok(());
-        };
-        let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-        let patch = Patch::Merge(json!({ "data": data }));
-        api.patch(name, &PatchParams::default(), &patch)
-            .await
-            .map(drop)
-            .map_err(|source| self.secret_error(source))
+impl KeySecret {
+    fn api(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    fn secret_error(&self, source: kube::Error) -> KeyStoreError {
-        let (namespace, name) = match self {
-            Self::Secret {
-                namespace, name, ..
-            } => (namespace.clone(), name.clone()),
-            Self::File(_) => (String::new(), String::new()),
-        };
+    /// The staged key's PEM bytes, if any.
+    async fn staged(&self) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        let secret = self
+            .api()
+            .get(&self.name)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(secret
+            .data
+            .and_then(|mut d| d.remove(NEXT_FIELD))
+            .map(|b| b.0))
+    }
+
+    /// Merges `data` into the Secret's `data` (`null` removes an entry).
+    async fn patch_data(&self, data: serde_json::Value) -> Result<(), KeyStoreError> {
+        let patch = Patch::Merge(json!({ "data": data }));
+        (self
+            .api()
+            .patch(&self.name, &PatchParams::default(), &patch)
+            .await)
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn error(&self, source: kube::Error) -> KeyStoreError {
         KeyStoreError::Secret {
-            namespace,
-            name,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
             source,
         }
     }
@@ -301,11 +298,11 @@ mod tests {
                 .await
                 .unwrap();
         assert!(created);
-        let store = KeyStore::Secret {
+        let store = KeyStore::Secret(KeySecret {
             client: sim.client(),
             namespace: "fleetpulse-system".into(),
             name: "agent-key".into(),
-        };
+        });
         let next = keys::generate();
         store.stage(&next).await.unwrap();
         assert_eq!(

@@ -236,18 +236,17 @@ impl EnrolledKeys for Enrolment {
     }
 }
 
-impl Enrolment {
+impl Cache {
     /// The `Enrolled` condition of `cluster`: `True` with an active enrolled key; `False`
     /// while its registration awaits approval, or when every enrolled key was revoked or
     /// replaced; `False` (`AwaitingEnrolment`) for a cluster that has neither an enrolled
     /// key nor one in `spec.agent.publicKeys`. `None`: a cluster with pre-shared keys only.
-    pub fn condition(
+    fn condition(
         &self,
         cluster: &ClusterId,
         pre_shared: bool,
     ) -> Option<(Status, &'static str, String)> {
-        let cache = self.cache.read().clone();
-        let Some(set) = cache.sets.get(cluster) else {
+        let Some(set) = self.sets.get(cluster) else {
             return (!pre_shared).then(|| {
                 let message = format!(
                     "no agent has enrolled yet: on the hub run `fleetpulse-hub token create \
@@ -272,24 +271,36 @@ impl Enrolment {
         );
         Some((Status::False, "NoEnrolledKey", message))
     }
+}
 
+impl Enrolment {
     /// Keeps every cluster's `Enrolled` condition current (registrations, approvals and
-    /// revocations made by this process or the CLI), once a second, until `stop`.
+    /// revocations made by this process or the CLI): looks once a second, and goes over
+    /// the clusters only when the enrolled keys or the objects changed since it last did.
     async fn follow(self: Arc<Self>, fleet: Arc<crate::fleet::Fleet>, stop: CancellationToken) {
         let mut every = tokio::time::interval(RECHECK);
+        let mut seen: Option<(Arc<Cache>, Arc<crate::fleet::Registry>)> = None;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = every.tick() => {}
             }
             self.refresh_if_changed();
+            let (cache, registry) = (self.cache.read().clone(), fleet.registry());
+            if seen
+                .as_ref()
+                .is_some_and(|(c, r)| Arc::ptr_eq(c, &cache) && Arc::ptr_eq(r, &registry))
+            {
+                continue;
+            }
             let now = k8s_openapi::jiff::Timestamp::now();
-            for entry in fleet.registry().clusters() {
+            for entry in registry.clusters() {
                 let pre_shared = !entry.object.spec.agent.public_keys.is_empty();
-                let wanted = self.condition(&entry.id, pre_shared);
+                let wanted = cache.condition(&entry.id, pre_shared);
                 let value = wanted.as_ref().map(|(s, r, m)| (*s, *r, m.as_str()));
                 fleet.set_condition(&entry.id, ENROLLED, value, now);
             }
+            seen = Some((cache, registry));
         }
     }
 }

@@ -313,18 +313,7 @@ impl Health {
             // checks that fail now are the reason, at once (no transition, no debounce).
             let stale = condition::find(&self.conditions, HEALTHY)
                 .is_some_and(|c| c.reason != reason::LIVENESS_CHECKS_FAILING);
-            if !live && stale {
-                let message = format!("failing liveness checks: {failing}");
-                return condition::set(
-                    &mut self.conditions,
-                    HEALTHY,
-                    Status::False,
-                    reason::LIVENESS_CHECKS_FAILING,
-                    &message,
-                    now,
-                );
-            }
-            return false;
+            return !live && stale && self.liveness_failing(&failing, now);
         }
         let held = match self.streak {
             Some((verdict, n)) if verdict == live => n + 1,
@@ -352,16 +341,21 @@ impl Health {
                 now,
             )
         } else {
-            let message = format!("failing liveness checks: {failing}");
-            condition::set(
-                c,
-                HEALTHY,
-                Status::False,
-                reason::LIVENESS_CHECKS_FAILING,
-                &message,
-                now,
-            )
+            self.liveness_failing(&failing, now)
         }
+    }
+
+    /// `Healthy=False` because the liveness checks `failing` fail.
+    fn liveness_failing(&mut self, failing: &str, now: Timestamp) -> bool {
+        let message = format!("failing liveness checks: {failing}");
+        condition::set(
+            &mut self.conditions,
+            HEALTHY,
+            Status::False,
+            reason::LIVENESS_CHECKS_FAILING,
+            &message,
+            now,
+        )
     }
 }
 

@@ -79,9 +79,12 @@ impl Fleet {
             accepted_seq: pos.seq,
             config_generation: state.config_generation,
             interval_seconds: entry.object.spec.heartbeat.interval_seconds,
-            rotate_key: self
-                .enrolled_keys()
-                .is_some_and(|keys| keys.rotation_requested(&entry.id)),
+            // Only an enrolled key rotates: a pre-shared one (listed in the spec) skips the
+            // enrolment store on the heartbeat path.
+            rotate_key: !entry.lists_key(kid)
+                && self
+                    .enrolled_keys()
+                    .is_some_and(|keys| keys.rotation_requested(&entry.id)),
         };
         let write = changed.then(|| state.record());
         drop(state);

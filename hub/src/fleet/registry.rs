@@ -53,6 +53,11 @@ pub struct ClusterEntry {
 }
 
 impl ClusterEntry {
+    /// Whether `spec.agent.publicKeys` lists the key `kid` (a pre-shared key).
+    pub fn lists_key(&self, kid: &str) -> bool {
+        self.keys.iter().any(|(listed, ..)| listed == kid)
+    }
+
     /// Whether the HealthPolicy `name` of the cluster's namespace applies to it.
     pub fn applies(&self, name: &str) -> bool {
         self.policies.iter().any(|(p, _)| p == name)
