@@ -145,6 +145,11 @@ pub struct ServeArgs {
     #[arg(long, env = "FLEETPULSE_KEY_OVERLAP", default_value = "10m",
           value_parser = fleetpulse_common::duration::parse)]
     pub key_overlap: Duration,
+    /// Kubernetes mode: the namespace of the bootstrap-token and key-set Secrets (default:
+    /// the hub's own, from POD_NAMESPACE, else `fleetpulse-system`). Whoever may write
+    /// Secrets there administers enrolment.
+    #[arg(long, env = "FLEETPULSE_ENROLMENT_NAMESPACE")]
+    pub enrolment_namespace: Option<String>,
     /// Seconds between flushes of accepted sequence numbers to the store.
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
@@ -251,6 +256,9 @@ impl ServeArgs {
         };
         o.mirrors = self.mirrors.clone();
         o.key_overlap = self.key_overlap;
+        o.enrolment_namespace = (self.enrolment_namespace.clone())
+            .or_else(|| self.pod_namespace.clone())
+            .unwrap_or_else(|| crate::enrolment::DEFAULT_NAMESPACE.into());
         o
     }
 }
@@ -290,9 +298,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Get(args) => get::run(args).await,
-        Command::Token(args) => fleetpulse_common::cli::print(&enrolment::token(args)?),
-        Command::Approve(args) => fleetpulse_common::cli::print(&enrolment::approve(args)?),
-        Command::Key(args) => fleetpulse_common::cli::print(&enrolment::key(args)?),
+        Command::Token(args) => enrolment::run(&args.store, args.command, enrolment::token).await,
+        Command::Approve(args) => {
+            enrolment::run(&args.store, args.cluster, enrolment::approve).await
+        }
+        Command::Key(args) => enrolment::run(&args.store, args.command, enrolment::key).await,
         Command::Describe(args) => describe::run(args).await,
         Command::Serve(args) => {
             let mut options = args.options();
@@ -309,7 +319,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+pub(crate) async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> anyhow::Result<kube::Client> {
     use anyhow::Context;
     let config = match kubeconfig {
         Some(path) => {

@@ -1,18 +1,23 @@
 //! Enrolment on the hub: bootstrap tokens, registrations, rotations, and the enrolled keys
 //! the heartbeat path consults when a key is not in any `spec.agent.publicKeys`.
 //!
-//! - [`store`]: the embedded store (`enrolment.db` under `--data`), shared with the CLI.
+//! - [`backend`]: where the tokens and key sets are kept, read and written conditionally:
+//!   [`store`] (embedded mode: `enrolment.db` under `--data`, shared with the CLI) or
+//!   [`secrets`] (Kubernetes mode: Secrets of the hub's namespace, watched).
 //! - [`register`]: the registration and rotation rules applied against the store.
 //! - [`routes`]: `POST /v1/enrol` and `POST /v1/rotate`.
 //! - [`limiter`]: limits on refused attempts per source and per token id.
 //!
-//! Enrolled keys are cached in memory; the cache reloads when the store changed (the CLI's
-//! `approve`, `key revoke` or `key rotate` from another process), checked at most once a
-//! second, so a revoked key is refused within a second or so.
+//! Enrolled keys are cached in memory; this process's own writes go into the cache at once,
+//! and the cache reloads when somebody else changed the state (the CLI's `approve`, `key
+//! revoke` or `key rotate`; another replica), checked at most once a second, so a revoked
+//! key is refused within a second or so. The heartbeat path never waits for the store.
 
+pub mod backend;
 pub mod limiter;
 pub mod register;
 pub mod routes;
+pub mod secrets;
 pub mod store;
 
 #[cfg(test)]
@@ -33,8 +38,10 @@ use fleetpulse_common::protocol::replay::{Freshness, Rejection};
 use fleetpulse_common::protocol::report::ClusterId;
 use tokio_util::sync::CancellationToken;
 
+use backend::Backend;
+pub use backend::EnrolStoreError;
 use limiter::{Limit, Limiter};
-use store::{EnrolStore, EnrolStoreError};
+use store::EnrolStore;
 
 /// Condition type on a MemberCluster that enrols with a token.
 pub const ENROLLED: &str = "Enrolled";
@@ -91,7 +98,7 @@ impl EnrolSettings {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Cache {
     owner: HashMap<String, ClusterId>,
     sets: HashMap<ClusterId, KeySet>,
@@ -108,25 +115,44 @@ impl Cache {
         }
         cache
     }
+
+    /// `set` replaces what the cache held of its cluster.
+    fn insert(&mut self, set: KeySet) {
+        self.owner.retain(|_, owner| *owner != set.cluster);
+        for k in &set.keys {
+            self.owner.insert(k.key_id.clone(), set.cluster.clone());
+        }
+        self.sets.insert(set.cluster.clone(), set);
+    }
 }
 
-/// The hub's enrolment state: the store and the cache of enrolled keys.
+/// The hub's enrolment state: the backend and the cache of enrolled keys.
 pub struct Enrolment {
-    store: Mutex<EnrolStore>,
+    backend: Box<dyn Backend>,
+    /// Registrations and rotations of this process, one at a time.
+    writing: Mutex<()>,
     cache: RwLock<Arc<Cache>>,
-    checked: Mutex<(Instant, i64)>,
+    checked: Mutex<(Instant, u64)>,
     limits: Mutex<(Limiter, Limiter)>,
     settings: EnrolSettings,
 }
 
 impl Enrolment {
-    /// Opens the store under `data` and loads the enrolled keys.
+    /// Opens the embedded store under `data` and loads the enrolled keys.
     pub fn open(data: &Path, settings: EnrolSettings) -> Result<Arc<Self>, EnrolStoreError> {
-        let store = EnrolStore::open(data)?;
-        let version = store.data_version()?;
-        let cache = Cache::of(store.keysets()?);
+        Self::new(Box::new(EnrolStore::open(data)?), settings)
+    }
+
+    /// Loads the enrolled keys from `backend`.
+    pub fn new(
+        backend: Box<dyn Backend>,
+        settings: EnrolSettings,
+    ) -> Result<Arc<Self>, EnrolStoreError> {
+        let version = backend.version()?;
+        let cache = Cache::of(backend.keysets()?);
         Ok(Arc::new(Self {
-            store: Mutex::new(store),
+            backend,
+            writing: Mutex::new(()),
             cache: RwLock::new(Arc::new(cache)),
             checked: Mutex::new((Instant::now(), version)),
             limits: Mutex::new((
@@ -148,11 +174,12 @@ impl Enrolment {
         self.cache.read().owner.get(kid).cloned()
     }
 
-    /// Reloads the cache from the store (after this process wrote to it).
-    fn reload(&self, store: &EnrolStore) -> Result<(), EnrolStoreError> {
-        let cache = Cache::of(store.keysets()?);
-        *self.cache.write() = Arc::new(cache);
-        Ok(())
+    /// Puts a key set this process wrote into the cache, so heartbeats see it at once.
+    fn cache_put(&self, set: KeySet) {
+        let mut cache = self.cache.write();
+        let mut next = (**cache).clone();
+        next.insert(set);
+        *cache = Arc::new(next);
     }
 
     /// Reloads the cache if another process changed the store; checks at most every
@@ -165,12 +192,17 @@ impl Enrolment {
         if checked.0.elapsed() < RECHECK {
             return;
         }
+        // A registration writing now puts its key set into the cache itself; a reload
+        // read before its write would lose it.
+        let Some(_writing) = self.writing.try_lock() else {
+            return;
+        };
         checked.0 = Instant::now();
-        let store = self.store.lock();
-        let result = store.data_version().and_then(|version| {
+        let result = self.backend.version().and_then(|version| {
             if version != checked.1 {
+                let cache = Cache::of(self.backend.keysets()?);
+                *self.cache.write() = Arc::new(cache);
                 checked.1 = version;
-                self.reload(&store)?;
             }
             Ok(())
         });
@@ -305,25 +337,29 @@ impl Enrolment {
     }
 }
 
-/// Embedded mode: opens the enrolment store under `--data`, has the fleet accept its keys
-/// and adds the enrolment routes to `app`. Kubernetes mode keeps to pre-shared keys for
-/// now: the routes are absent (agents get 404) and this says so in the log.
-pub fn serve(
+/// The enrolment namespace when none is given.
+pub const DEFAULT_NAMESPACE: &str = "fleetpulse-system";
+
+/// Opens the enrolment state (embedded: the store under `--data`; Kubernetes: the Secrets
+/// of the enrolment namespace, watched), has the fleet accept its keys, keeps the
+/// `Enrolled` conditions current and adds the enrolment routes to `app`.
+pub async fn serve(
     opts: &crate::server::HubOptions,
     fleet: &Arc<crate::fleet::Fleet>,
     app: axum::Router,
     stop: &CancellationToken,
 ) -> Result<axum::Router, EnrolStoreError> {
-    if opts.kube.is_some() {
-        tracing::info!(
-            "enrolment with bootstrap tokens is available in embedded mode only; in Kubernetes \
-             mode list agent keys in spec.agent.publicKeys"
-        );
-        return Ok(app);
-    }
     let mut settings = EnrolSettings::new(opts.audience.clone(), opts.freshness);
     settings.overlap = opts.key_overlap;
-    let enrolment = Enrolment::open(&opts.data, settings)?;
+    let enrolment = match &opts.kube {
+        Some(client) => {
+            let namespace = &opts.enrolment_namespace;
+            let backend = secrets::SecretStore::watched(client.clone(), namespace, stop).await?;
+            tracing::info!(%namespace, "enrolment state is kept in Secrets");
+            Enrolment::new(Box::new(backend), settings)?
+        }
+        None => Enrolment::open(&opts.data, settings)?,
+    };
     fleet.use_enrolled_keys(enrolment.clone());
     tokio::spawn(enrolment.clone().follow(fleet.clone(), stop.clone()));
     Ok(app.merge(routes::router(enrolment, fleet.clone())))

@@ -235,7 +235,7 @@ impl Starting {
             fleet: fleet.clone(),
             admission: Arc::new(admission),
         });
-        let app = crate::enrolment::serve(&opts, &fleet, app, &shutdown)?;
+        let app = crate::enrolment::serve(&opts, &fleet, app, &shutdown).await?;
         // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
         // status writes retry through API outages, which a restart would not cure.
         let app = match opts.kube {

@@ -191,6 +191,10 @@ pub struct TokenRecord {
     pub expires_unix: i64,
     /// When it was used and by which cluster, once it was.
     pub used: Option<(i64, ClusterId)>,
+    /// The key it enrolled, once used (so a registration interrupted between using the
+    /// token and recording the key completes when the agent retries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     /// Revoked by an operator.
     pub revoked: bool,
 }
@@ -222,6 +226,7 @@ impl TokenRecord {
             created_unix: now_unix,
             expires_unix: now_unix.saturating_add(ttl_secs),
             used: None,
+            key_id: None,
             revoked: false,
         }
     }

@@ -1,8 +1,11 @@
-//! The enrolment commands: `token create|list|revoke`, `approve`, `key revoke`. In
-//! embedded mode they open the hub's enrolment store under `--data` directly, so whoever
-//! may write the hub's data directory administers enrolment (the file is the credential;
-//! keep the directory mode 0700, owned by the hub's user). The running hub sees their
-//! changes within a second.
+//! The enrolment commands: `token create|list|revoke`, `approve`, `key revoke|rotate`.
+//! They write the hub's enrolment state directly, and the running hub sees their changes
+//! within a second:
+//! - embedded mode (`--data DIR`): the enrolment store under the hub's data directory, so
+//!   whoever may write that directory administers enrolment (the file is the credential;
+//!   keep the directory mode 0700, owned by the hub's user);
+//! - Kubernetes mode (`--kube`): the Secrets of the enrolment namespace, so Kubernetes RBAC
+//!   on Secrets there says who administers enrolment.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,31 +19,71 @@ use fleetpulse_common::enrol::pin::CaPin;
 use fleetpulse_common::enrol::token::{Approval, BootstrapToken, TokenRecord, TokenScope};
 use fleetpulse_common::protocol::report::ClusterId;
 
+use crate::enrolment::backend::{Backend, Versioned};
+use crate::enrolment::secrets::SecretStore;
 use crate::enrolment::store::EnrolStore;
 
-/// Where the enrolment store is.
-#[derive(Debug, Args)]
+/// Where the enrolment state is.
+#[derive(Clone, Debug, Default, Args)]
 pub struct StoreArgs {
-    /// The hub's data directory (its `serve --data`).
-    #[arg(long, env = "FLEETPULSE_DATA")]
-    pub data: PathBuf,
+    /// Embedded mode: the hub's data directory (its `serve --data`).
+    #[arg(long, env = "FLEETPULSE_DATA", global = true, conflicts_with = "kube")]
+    pub data: Option<PathBuf>,
+    /// Kubernetes mode: the Secrets of the enrolment namespace on the management cluster.
+    #[arg(long, env = "FLEETPULSE_KUBE", global = true)]
+    pub kube: bool,
+    /// Kubeconfig for --kube (default: the in-cluster service account, else the usual
+    /// kubeconfig lookup).
+    #[arg(long, env = "FLEETPULSE_KUBECONFIG", global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the enrolment Secrets for --kube (the hub's `--enrolment-namespace`).
+    #[arg(long = "enrolment-namespace", env = "FLEETPULSE_ENROLMENT_NAMESPACE", global = true,
+          default_value = crate::enrolment::DEFAULT_NAMESPACE)]
+    pub namespace: String,
 }
 
 impl StoreArgs {
-    fn open(&self) -> anyhow::Result<EnrolStore> {
-        if !self.data.is_dir() {
+    /// Opens the embedded store or connects to the management cluster.
+    pub async fn open(&self) -> anyhow::Result<Box<dyn Backend>> {
+        if self.kube {
+            let client = super::kube_client(self.kubeconfig.as_deref()).await?;
+            let runtime = tokio::runtime::Handle::current();
+            return Ok(Box::new(SecretStore::new(client, &self.namespace, runtime)));
+        }
+        let Some(data) = &self.data else {
+            anyhow::bail!(
+                "pass --data DIR (the data directory of an embedded hub) or --kube (a hub in \
+                 Kubernetes mode)"
+            );
+        };
+        if !data.is_dir() {
             anyhow::bail!(
                 "--data {} is not a directory; pass the hub's data directory (serve --data)",
-                self.data.display()
+                data.display()
             );
         }
-        Ok(EnrolStore::open(&self.data)?)
+        Ok(Box::new(EnrolStore::open(data)?))
     }
+}
+
+/// Runs an enrolment command against the backend `store` opens, on the blocking pool (the
+/// Kubernetes backend waits for the API there).
+pub async fn run<A: Send + 'static>(
+    store: &StoreArgs,
+    args: A,
+    command: fn(A, &dyn Backend) -> anyhow::Result<String>,
+) -> anyhow::Result<()> {
+    let backend = store.open().await?;
+    let out = tokio::task::spawn_blocking(move || command(args, &*backend)).await??;
+    fleetpulse_common::cli::print(&out)
 }
 
 /// `token`: bootstrap tokens.
 #[derive(Debug, Args)]
 pub struct TokenArgs {
+    /// Where the enrolment state is.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: TokenCommand,
@@ -53,12 +96,9 @@ pub enum TokenCommand {
     /// token and the hub CA hash the agent pins.
     Create(CreateArgs),
     /// List tokens (ids, scope, expiry, use; never secrets).
-    List(StoreArgs),
+    List,
     /// Revoke a token by id.
     Revoke {
-        /// The store.
-        #[command(flatten)]
-        store: StoreArgs,
         /// The token id (the part before the dot).
         id: String,
     },
@@ -67,11 +107,9 @@ pub enum TokenCommand {
 /// Flags of `token create`.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// The store.
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// The MemberCluster the token enrols.
-    #[arg(long, value_name = "NAMESPACE/NAME", env = "FLEETPULSE_TOKEN_CLUSTER",
+    /// The MemberCluster the token enrols (`--for` is the same: the cluster an adopted
+    /// object became).
+    #[arg(long, visible_alias = "for", value_name = "NAMESPACE/NAME", env = "FLEETPULSE_TOKEN_CLUSTER",
           value_parser = ClusterId::parse, required_unless_present = "name_pattern")]
     pub cluster: Option<ClusterId>,
     /// Instead of one cluster: any cluster in --namespace whose name matches this pattern
@@ -104,7 +142,7 @@ pub struct CreateArgs {
 /// Flags of `approve`.
 #[derive(Debug, Args)]
 pub struct ApproveArgs {
-    /// The store.
+    /// Where the enrolment state is.
     #[command(flatten)]
     pub store: StoreArgs,
     /// The MemberCluster whose pending registration to approve.
@@ -115,6 +153,9 @@ pub struct ApproveArgs {
 /// `key`: enrolled keys.
 #[derive(Debug, Args)]
 pub struct KeyArgs {
+    /// Where the enrolment state is.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: KeyCommand,
@@ -126,9 +167,6 @@ pub enum KeyCommand {
     /// Revoke an enrolled key: reports signed with it are refused from then on; the agent
     /// re-enrols only with a new token.
     Revoke {
-        /// The store.
-        #[command(flatten)]
-        store: StoreArgs,
         /// The MemberCluster.
         #[arg(value_name = "NAMESPACE/NAME", value_parser = ClusterId::parse)]
         cluster: ClusterId,
@@ -139,9 +177,6 @@ pub enum KeyCommand {
     /// agent that enrolled with a bootstrap token rotates at once (the old key overlaps,
     /// then is retired).
     Rotate {
-        /// The store.
-        #[command(flatten)]
-        store: StoreArgs,
         /// The MemberCluster.
         #[arg(value_name = "NAMESPACE/NAME", value_parser = ClusterId::parse)]
         cluster: ClusterId,
@@ -167,9 +202,9 @@ pub fn ca_pin_of_chain(path: &Path) -> anyhow::Result<CaPin> {
 }
 
 /// Runs `token ...`.
-pub fn token(args: TokenArgs) -> anyhow::Result<String> {
+pub fn token(command: TokenCommand, store: &dyn Backend) -> anyhow::Result<String> {
     let now = Timestamp::now().as_second();
-    match args.command {
+    match command {
         TokenCommand::Create(args) => {
             let pin = args.tls_cert.as_deref().map(ca_pin_of_chain).transpose()?;
             let scope = match (args.cluster, args.name_pattern, args.namespace) {
@@ -185,8 +220,7 @@ pub fn token(args: TokenArgs) -> anyhow::Result<String> {
             let token = BootstrapToken::generate();
             let ttl = i64::try_from(args.ttl.as_secs()).unwrap_or(i64::MAX);
             let record = TokenRecord::new(&token, scope, args.approval, now, ttl);
-            let store = args.store.open()?;
-            store.put_token(&record)?;
+            store.put_token(&Versioned::new(record.clone()))?;
             let pin = pin.map_or_else(
                 || "(pass --tls-cert to print it)".to_owned(),
                 |p| p.to_string(),
@@ -199,12 +233,12 @@ pub fn token(args: TokenArgs) -> anyhow::Result<String> {
                 format!("{:?}", record.approval).to_lowercase(),
             ))
         }
-        TokenCommand::List(store) => {
+        TokenCommand::List => {
             let mut out = format!(
                 "{:<8} {:<32} {:<22} {:<8} {}\n",
                 "ID", "ENROLS", "EXPIRES", "APPROVAL", "STATE"
             );
-            for t in store.open()?.tokens()? {
+            for t in store.tokens()? {
                 let state = match (&t.used, t.revoked) {
                     (_, true) => "revoked".to_owned(),
                     (Some((_, by)), _) => format!("used by {by}"),
@@ -223,12 +257,11 @@ pub fn token(args: TokenArgs) -> anyhow::Result<String> {
             }
             Ok(out)
         }
-        TokenCommand::Revoke { store, id } => {
-            let store = store.open()?;
+        TokenCommand::Revoke { id } => {
             let Some(mut record) = store.token(&id)? else {
                 anyhow::bail!("no bootstrap token {id}; `fleetpulse-hub token list` shows them");
             };
-            record.revoked = true;
+            record.value.revoked = true;
             store.put_token(&record)?;
             Ok(format!("token {id} revoked\n"))
         }
@@ -236,57 +269,49 @@ pub fn token(args: TokenArgs) -> anyhow::Result<String> {
 }
 
 /// Runs `approve`.
-pub fn approve(args: ApproveArgs) -> anyhow::Result<String> {
-    let mut store = args.store.open()?;
-    let mut keyset = store.keyset(&args.cluster)?;
-    let Some(kid) = keyset.approve(Timestamp::now().as_second()) else {
+pub fn approve(cluster: ClusterId, store: &dyn Backend) -> anyhow::Result<String> {
+    let mut keyset = store.keyset(&cluster)?;
+    let Some(kid) = keyset.value.approve(Timestamp::now().as_second()) else {
         anyhow::bail!(
-            "no registration of {} awaits approval; the agent registers when it runs with \
-             --bootstrap-token",
-            args.cluster
+            "no registration of {cluster} awaits approval; the agent registers when it runs \
+             with --bootstrap-token"
         );
     };
-    store.put(&keyset, None)?;
-    Ok(format!("approved key {kid} of {}\n", args.cluster))
+    store.put_keyset(&keyset)?;
+    Ok(format!("approved key {kid} of {cluster}\n"))
 }
 
 /// Runs `key ...`.
-pub fn key(args: KeyArgs) -> anyhow::Result<String> {
-    let (store, cluster, key_id) = match args.command {
-        KeyCommand::Revoke {
-            store,
-            cluster,
-            key_id,
-        } => (store, cluster, key_id),
-        KeyCommand::Rotate { store, cluster } => return request_rotation(store, cluster),
+pub fn key(command: KeyCommand, store: &dyn Backend) -> anyhow::Result<String> {
+    let (cluster, key_id) = match command {
+        KeyCommand::Revoke { cluster, key_id } => (cluster, key_id),
+        KeyCommand::Rotate { cluster } => return request_rotation(cluster, store),
     };
-    let mut store = store.open()?;
     let mut keyset = store.keyset(&cluster)?;
-    if keyset.get(&key_id).map(|k| k.state) == Some(KeyState::Revoked) {
+    if keyset.value.get(&key_id).map(|k| k.state) == Some(KeyState::Revoked) {
         return Ok(format!("key {key_id} of {cluster} was already revoked\n"));
     }
-    if !keyset.revoke(&key_id, Timestamp::now().as_second()) {
+    if !keyset.value.revoke(&key_id, Timestamp::now().as_second()) {
         anyhow::bail!(
             "{cluster} has no enrolled key {key_id}; a key in spec.agent.publicKeys is revoked \
              there, with `revoked: true`"
         );
     }
-    store.put(&keyset, None)?;
+    store.put_keyset(&keyset)?;
     Ok(format!("revoked key {key_id} of {cluster}\n"))
 }
 
 /// `key rotate`: marks the cluster's key set so the hub asks its agent for a new key.
-fn request_rotation(store: StoreArgs, cluster: ClusterId) -> anyhow::Result<String> {
-    let mut store = store.open()?;
+fn request_rotation(cluster: ClusterId, store: &dyn Backend) -> anyhow::Result<String> {
     let mut keyset = store.keyset(&cluster)?;
-    let Some(active) = keyset.active().map(|k| k.key_id.clone()) else {
+    let Some(active) = keyset.value.active().map(|k| k.key_id.clone()) else {
         anyhow::bail!(
             "{cluster} has no enrolled key; a key in spec.agent.publicKeys is rotated by \
              editing that list"
         );
     };
-    keyset.rotation_requested = true;
-    store.put(&keyset, None)?;
+    keyset.value.rotation_requested = true;
+    store.put_keyset(&keyset)?;
     Ok(format!(
         "asked the agent of {cluster} to replace key {active}; it rotates after its next heartbeat\n"
     ))

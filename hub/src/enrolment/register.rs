@@ -1,7 +1,9 @@
-//! The registration and rotation rules applied against the store. Each runs in order,
+//! The registration and rotation rules applied against the backend. Each runs in order,
 //! cheapest first, and writes only once every check passed: rate limits, proof of
-//! possession and freshness, the token, the cluster, the key's uniqueness; then the key
-//! set and the token are written in one transaction.
+//! possession and freshness, the token, the cluster, the key's uniqueness. Then the token
+//! is marked used (a conditional write: of two registrations racing for one token, one
+//! wins), and the key set written. A registration interrupted between the two writes
+//! completes when the agent retries: the used token names the key it enrolled.
 
 use std::time::Instant;
 
@@ -26,6 +28,16 @@ fn refuse(code: RejectCode, message: impl Into<String>) -> Rejection {
 }
 
 fn internal(e: super::EnrolStoreError) -> Rejection {
+    if let super::EnrolStoreError::Conflict { what } = &e {
+        tracing::info!(
+            what,
+            "enrolment record changed meanwhile; the agent retries"
+        );
+        return refuse(
+            RejectCode::Unavailable,
+            format!("{what} changed while this request was handled; try again"),
+        );
+    }
     tracing::error!(error = %e, "enrolment store failed");
     refuse(
         RejectCode::Unavailable,
@@ -92,34 +104,50 @@ impl Enrolment {
             )));
         }
         let kid = KeyId::of(&key).0;
-        let mut store = self.store.lock();
-        let Some(mut token) = store.token(&registration.token_id).map_err(internal)? else {
+        let _writing = self.writing.lock();
+        let Some(mut token) = self
+            .backend
+            .token(&registration.token_id)
+            .map_err(internal)?
+        else {
             return Err(refuse(RejectCode::InvalidToken, invalid_token_message()));
         };
-        let mut keyset = store.keyset(&cluster).map_err(internal)?;
-        let recorded = keyset
-            .get(&kid)
-            .filter(|k| k.token_id.as_deref() == Some(token.id.as_str()));
-        if let Some(k) = recorded
-            && token.secret_matches(&registration.token_secret)
-        {
-            return match k.state {
-                KeyState::Pending => Ok(pending(&kid, &cluster)),
-                KeyState::Active | KeyState::Overlapping { .. } => {
-                    // Approved by the CLI a moment ago: make sure heartbeats see it now.
-                    self.reload(&store).map_err(internal)?;
-                    Ok(enrolled(&kid, &cluster))
-                }
-                KeyState::Retired | KeyState::Revoked => Err(refuse(
-                    RejectCode::KeyRevoked,
-                    format!(
-                        "key {kid} of {cluster} is no longer trusted; re-enrol with a new key \
-                         and a new token (`fleetpulse-hub token create --cluster {cluster}`)"
-                    ),
-                )),
-            };
+        let keyset = self.backend.keyset(&cluster).map_err(internal)?;
+        if token.value.secret_matches(&registration.token_secret) {
+            if let Some(k) = keyset
+                .value
+                .get(&kid)
+                .filter(|k| k.token_id.as_deref() == Some(token.value.id.as_str()))
+            {
+                return match k.state {
+                    KeyState::Pending => Ok(pending(&kid, &cluster)),
+                    KeyState::Active | KeyState::Overlapping { .. } => {
+                        // Approved by the CLI a moment ago: make sure heartbeats see it now.
+                        self.cache_put(keyset.value.clone());
+                        Ok(enrolled(&kid, &cluster))
+                    }
+                    KeyState::Retired | KeyState::Revoked => Err(refuse(
+                        RejectCode::KeyRevoked,
+                        format!(
+                            "key {kid} of {cluster} is no longer trusted; re-enrol with a new \
+                             key and a new token (`fleetpulse-hub token create --cluster \
+                             {cluster}`)"
+                        ),
+                    )),
+                };
+            }
+            let interrupted = token.value.key_id.as_deref() == Some(kid.as_str())
+                && token
+                    .value
+                    .used
+                    .as_ref()
+                    .is_some_and(|(_, c)| *c == cluster);
+            if interrupted {
+                return self.record_key(keyset, &key, &token.value, now_unix);
+            }
         }
         token
+            .value
             .admit(&registration.token_secret, &cluster, now_unix)
             .map_err(|r| refuse(r.code, r.message))?;
         if fleet.registry().cluster(&cluster).is_none() {
@@ -136,11 +164,30 @@ impl Enrolment {
                 format!("key {kid} is already bound to a cluster; enrol with a new key"),
             ));
         }
+        // Refuses a key the set cannot take before the token is used up.
+        keyset
+            .value
+            .clone()
+            .register(&key, &token.value.id, false, now_unix)?;
+        token.value.used = Some((now_unix, cluster.clone()));
+        token.value.key_id = Some(kid.clone());
+        self.backend.put_token(&token).map_err(internal)?;
+        self.record_key(keyset, &key, &token.value, now_unix)
+    }
+
+    /// Adds the key a used token enrolled to its cluster's key set.
+    fn record_key(
+        &self,
+        mut keyset: super::backend::Versioned<fleetpulse_common::enrol::keyset::KeySet>,
+        key: &ed25519_dalek::VerifyingKey,
+        token: &fleetpulse_common::enrol::token::TokenRecord,
+        now_unix: i64,
+    ) -> Result<EnrolAnswer, Rejection> {
+        let (kid, cluster) = (KeyId::of(key).0, keyset.value.cluster.clone());
         let manual = token.approval == Approval::Manual;
-        keyset.register(&key, &token.id, manual, now_unix)?;
-        token.used = Some((now_unix, cluster.clone()));
-        store.put(&keyset, Some(&token)).map_err(internal)?;
-        self.reload(&store).map_err(internal)?;
+        keyset.value.register(key, &token.id, manual, now_unix)?;
+        self.backend.put_keyset(&keyset).map_err(internal)?;
+        self.cache_put(keyset.value);
         tracing::info!(%cluster, key_id = %kid, token_id = %token.id, manual, "agent registered");
         Ok(if manual {
             pending(&kid, &cluster)
@@ -166,10 +213,10 @@ impl Enrolment {
                 ),
             ));
         };
-        let mut store = self.store.lock();
-        let mut keyset = store.keyset(&cluster).map_err(internal)?;
+        let _writing = self.writing.lock();
+        let mut keyset = self.backend.keyset(&cluster).map_err(internal)?;
         let overlap = i64::try_from(self.settings.overlap.as_secs()).unwrap_or(i64::MAX);
-        let mut trial = keyset.clone();
+        let mut trial = keyset.value.clone();
         let rotated = trial.rotate(request, self.context(now_unix), overlap)?;
         let new_elsewhere = fleet.registry().key(&rotated.key_id).is_some()
             || self
@@ -188,9 +235,9 @@ impl Enrolment {
             ));
         }
         if rotated.changed {
-            keyset = trial;
-            store.put(&keyset, None).map_err(internal)?;
-            self.reload(&store).map_err(internal)?;
+            keyset.value = trial;
+            self.backend.put_keyset(&keyset).map_err(internal)?;
+            self.cache_put(keyset.value);
             tracing::info!(%cluster, key_id = %rotated.key_id, previous = %rotated.previous_key_id, "agent key rotated");
         }
         Ok(RotateAnswer {

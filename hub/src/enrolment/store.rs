@@ -5,47 +5,36 @@
 
 use std::path::{Path, PathBuf};
 
+use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use fleetpulse_common::enrol::keyset::KeySet;
 use fleetpulse_common::enrol::token::TokenRecord;
 use fleetpulse_common::protocol::report::ClusterId;
 
+pub use super::backend::EnrolStoreError;
+use super::backend::{Backend, Versioned};
+
 /// File name of the enrolment store under `--data`.
 pub const FILE: &str = "enrolment.db";
 
-/// The enrolment store could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum EnrolStoreError {
-    /// SQLite failed.
-    #[error(
-        "enrolment store {path}: {source}; check that --data is the hub's data directory and \
-         is writable by this user"
-    )]
-    Sqlite {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// A stored record does not parse (written by an incompatible version, or edited).
-    #[error("enrolment store {path}: record {key} is unreadable: {source}")]
-    Record {
-        /// The file.
-        path: PathBuf,
-        /// Which record.
-        key: String,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
 /// One connection to the enrolment store.
 pub struct EnrolStore {
-    conn: Connection,
+    conn: Mutex<Connection>,
     path: PathBuf,
+}
+
+/// The revision of a stored row: a hash of its JSON, so a conditional write needs no column
+/// of its own and works across processes.
+fn revision(json: &str) -> String {
+    fleetpulse_common::enrol::token::hash_secret(json)
+}
+
+/// The two tables and how a row is keyed.
+#[derive(Clone, Copy)]
+enum Table {
+    Tokens,
+    Keysets,
 }
 
 impl EnrolStore {
@@ -67,7 +56,10 @@ impl EnrolStore {
                  PRIMARY KEY (namespace, name));",
         )
         .map_err(err)?;
-        Ok(Self { conn, path })
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path,
+        })
     }
 
     fn err(&self, source: rusqlite::Error) -> EnrolStoreError {
@@ -83,81 +75,110 @@ impl EnrolStore {
         json: &str,
     ) -> Result<T, EnrolStoreError> {
         serde_json::from_str(json).map_err(|source| EnrolStoreError::Record {
-            path: self.path.clone(),
+            location: format!("enrolment store {}", self.path.display()),
             key: key.to_owned(),
             source,
         })
     }
 
-    /// Changes made by any connection since the last call return a different number
-    /// (SQLite's `data_version`), so a cache knows when to reload.
-    pub fn data_version(&self) -> Result<i64, EnrolStoreError> {
-        self.conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
+    /// Every row of a table: its key and JSON.
+    fn rows(&self, sql: &str) -> Result<Vec<(String, String)>, EnrolStoreError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare(sql).map_err(|e| self.err(e))?;
+        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.err(e))
     }
 
-    /// A token by id.
-    pub fn token(&self, id: &str) -> Result<Option<TokenRecord>, EnrolStoreError> {
+    /// Writes one row if its stored JSON still has `expected` as revision (`None`: absent).
+    fn put_row(
+        &self,
+        table: Table,
+        key: [&str; 2],
+        json: &str,
+        expected: Option<&str>,
+        what: String,
+    ) -> Result<(), EnrolStoreError> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let stored: Option<String> = match table {
+            Table::Tokens => {
+                tx.query_row("SELECT record FROM tokens WHERE id = ?1", [key[0]], |r| {
+                    r.get(0)
+                })
+            }
+            Table::Keysets => tx.query_row(
+                "SELECT keyset FROM keysets WHERE namespace = ?1 AND name = ?2",
+                key,
+                |r| r.get(0),
+            ),
+        }
+        .optional()
+        .map_err(|e| self.err(e))?;
+        if stored.as_deref().map(revision).as_deref() != expected {
+            return Err(EnrolStoreError::Conflict { what });
+        }
+        match table {
+            Table::Tokens => tx.execute(
+                "INSERT OR REPLACE INTO tokens (id, record) VALUES (?1, ?2)",
+                [key[0], json],
+            ),
+            Table::Keysets => tx.execute(
+                "INSERT OR REPLACE INTO keysets (namespace, name, keyset) VALUES (?1, ?2, ?3)",
+                [key[0], key[1], json],
+            ),
+        }
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+}
+
+impl Backend for EnrolStore {
+    /// SQLite's `data_version`: changes with every commit of another connection.
+    fn version(&self) -> Result<u64, EnrolStoreError> {
+        let conn = self.conn.lock();
+        conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+            .map(|v| v as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    fn keysets(&self) -> Result<Vec<KeySet>, EnrolStoreError> {
+        let rows = self.rows(
+            "SELECT namespace || '/' || name, keyset FROM keysets ORDER BY namespace, name",
+        )?;
+        rows.iter().map(|(id, j)| self.parse(id, j)).collect()
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenRecord>, EnrolStoreError> {
+        let rows = self.rows("SELECT id, record FROM tokens ORDER BY id")?;
+        rows.iter().map(|(id, j)| self.parse(id, j)).collect()
+    }
+
+    fn token(&self, id: &str) -> Result<Option<Versioned<TokenRecord>>, EnrolStoreError> {
         let json: Option<String> = self
             .conn
+            .lock()
             .query_row("SELECT record FROM tokens WHERE id = ?1", [id], |r| {
                 r.get(0)
             })
             .optional()
             .map_err(|e| self.err(e))?;
-        json.map(|j| self.parse(id, &j)).transpose()
-    }
-
-    /// Every token, by id.
-    pub fn tokens(&self) -> Result<Vec<TokenRecord>, EnrolStoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, record FROM tokens ORDER BY id")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(|e| self.err(e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(|(id, j)| self.parse(id, j)).collect()
-    }
-
-    /// Inserts or replaces a token.
-    pub fn put_token(&self, record: &TokenRecord) -> Result<(), EnrolStoreError> {
-        let json = serde_json::to_string(record).expect("a token record serializes");
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO tokens (id, record) VALUES (?1, ?2)",
-                params![record.id, json],
-            )
-            .map(|_| ())
-            .map_err(|e| self.err(e))
-    }
-
-    /// Every cluster's key set.
-    pub fn keysets(&self) -> Result<Vec<KeySet>, EnrolStoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT namespace, name, keyset FROM keysets ORDER BY namespace, name")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    format!("{}/{}", r.get::<_, String>(0)?, r.get::<_, String>(1)?),
-                    r.get::<_, String>(2)?,
-                ))
+        json.map(|j| {
+            Ok(Versioned {
+                value: self.parse(id, &j)?,
+                revision: Some(revision(&j)),
             })
-            .map_err(|e| self.err(e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(|(id, j)| self.parse(id, j)).collect()
+        })
+        .transpose()
     }
 
-    /// One cluster's key set (empty if it has none).
-    pub fn keyset(&self, cluster: &ClusterId) -> Result<KeySet, EnrolStoreError> {
+    fn keyset(&self, cluster: &ClusterId) -> Result<Versioned<KeySet>, EnrolStoreError> {
         let json: Option<String> = self
             .conn
+            .lock()
             .query_row(
                 "SELECT keyset FROM keysets WHERE namespace = ?1 AND name = ?2",
                 params![cluster.namespace, cluster.name],
@@ -166,45 +187,32 @@ impl EnrolStore {
             .optional()
             .map_err(|e| self.err(e))?;
         match json {
-            Some(j) => self.parse(&cluster.to_string(), &j),
-            None => Ok(KeySet::new(cluster.clone())),
+            Some(j) => Ok(Versioned {
+                value: self.parse(&cluster.to_string(), &j)?,
+                revision: Some(revision(&j)),
+            }),
+            None => Ok(Versioned::new(KeySet::new(cluster.clone()))),
         }
     }
 
-    /// Writes a key set and, in the same transaction, a token (a registration uses both).
-    pub fn put(
-        &mut self,
-        keyset: &KeySet,
-        token: Option<&TokenRecord>,
-    ) -> Result<(), EnrolStoreError> {
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| EnrolStoreError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
-        let json = serde_json::to_string(keyset).expect("a key set serializes");
-        let mut result = tx
-            .execute(
-                "INSERT OR REPLACE INTO keysets (namespace, name, keyset) VALUES (?1, ?2, ?3)",
-                params![keyset.cluster.namespace, keyset.cluster.name, json],
-            )
-            .map(|_| ());
-        if let (Ok(()), Some(token)) = (&result, token) {
-            let json = serde_json::to_string(token).expect("a token record serializes");
-            result = tx
-                .execute(
-                    "INSERT OR REPLACE INTO tokens (id, record) VALUES (?1, ?2)",
-                    params![token.id, json],
-                )
-                .map(|_| ());
-        }
-        result
-            .and_then(|()| tx.commit())
-            .map_err(|source| EnrolStoreError::Sqlite {
-                path: self.path.clone(),
-                source,
-            })
+    fn put_token(&self, token: &Versioned<TokenRecord>) -> Result<(), EnrolStoreError> {
+        let json = serde_json::to_string(&token.value).expect("a token record serializes");
+        let id = token.value.id.as_str();
+        let what = format!("bootstrap token {id}");
+        self.put_row(
+            Table::Tokens,
+            [id, ""],
+            &json,
+            token.revision.as_deref(),
+            what,
+        )
+    }
+
+    fn put_keyset(&self, keyset: &Versioned<KeySet>) -> Result<(), EnrolStoreError> {
+        let json = serde_json::to_string(&keyset.value).expect("a key set serializes");
+        let c = &keyset.value.cluster;
+        let what = format!("the key set of {c}");
+        let key = [c.namespace.as_str(), c.name.as_str()];
+        self.put_row(Table::Keysets, key, &json, keyset.revision.as_deref(), what)
     }
 }

@@ -19,10 +19,11 @@ use fleetpulse_common::protocol::report::ClusterId;
 use k8s_openapi::jiff::Timestamp;
 use tower::ServiceExt;
 
+use super::backend::{Backend, Versioned};
 use super::store::EnrolStore;
 use super::{EnrolSettings, Enrolment, routes};
 use crate::admission::steps;
-use crate::cli::enrolment::{ApproveArgs, KeyArgs, KeyCommand, StoreArgs, approve, key};
+use crate::cli::enrolment::{KeyCommand, approve, key};
 use crate::fleet::{Fleet, Objects, Settings};
 use crate::testing;
 
@@ -69,7 +70,9 @@ impl Hub {
         let scope = TokenScope::Cluster { cluster: scope };
         let now = Timestamp::now().as_second();
         self.store()
-            .put_token(&TokenRecord::new(&token, scope, approval, now, ttl))
+            .put_token(&Versioned::new(TokenRecord::new(
+                &token, scope, approval, now, ttl,
+            )))
             .unwrap();
         token
     }
@@ -193,14 +196,8 @@ async fn a_manual_registration_waits_for_approve_and_a_revoked_key_is_refused() 
     assert_eq!(body["state"], "awaitingApproval");
     assert_eq!(hub.lookup(&edge1, &agent), Err(RejectCode::UnknownKey));
 
-    let store = || StoreArgs {
-        data: hub.dir.path().to_owned(),
-    };
-    approve(ApproveArgs {
-        store: store(),
-        cluster: edge1.clone(),
-    })
-    .unwrap();
+    // The CLI's commands, on a connection of their own as from another process.
+    approve(edge1.clone(), &hub.store()).unwrap();
     hub.lookup_becomes(&edge1, &agent, Ok(())).await;
     let (status, body) = hub.enrol(&agent, &edge1, &token).await;
     assert_eq!(
@@ -209,14 +206,11 @@ async fn a_manual_registration_waits_for_approve_and_a_revoked_key_is_refused() 
     );
 
     let key_id = KeyId::of(&agent.verifying_key()).0;
-    key(KeyArgs {
-        command: KeyCommand::Revoke {
-            store: store(),
-            cluster: edge1.clone(),
-            key_id,
-        },
-    })
-    .unwrap();
+    let revoke = KeyCommand::Revoke {
+        cluster: edge1.clone(),
+        key_id,
+    };
+    key(revoke, &hub.store()).unwrap();
     hub.lookup_becomes(&edge1, &agent, Err(RejectCode::KeyRevoked))
         .await;
 }

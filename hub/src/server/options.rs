@@ -60,6 +60,8 @@ pub struct HubOptions {
     pub per_cluster_metrics: bool,
     /// How long an enrolled agent's previous key stays accepted after a rotation.
     pub key_overlap: Duration,
+    /// Kubernetes mode: the namespace of the enrolment Secrets.
+    pub enrolment_namespace: String,
     /// Mirrors: hub-wide defaults and the resync interval.
     pub mirrors: MirrorArgs,
     /// The cluster mirror objects live on, from `--mirror-kubeconfig` (default: the
@@ -92,6 +94,7 @@ impl HubOptions {
             batch_verify: Some(BatchSettings::default()),
             per_cluster_metrics: false,
             key_overlap: Duration::from_secs(600),
+            enrolment_namespace: crate::enrolment::DEFAULT_NAMESPACE.into(),
             mirrors: MirrorArgs::default(),
             mirror_client: None,
         }
