@@ -203,6 +203,9 @@ pub struct ServeArgs {
     /// KubeFleet) that health and set membership are projected onto.
     #[command(flatten)]
     pub mirrors: crate::mirrors::MirrorArgs,
+    /// Adoption: MemberClusters made from the cluster objects of other tools.
+    #[command(flatten)]
+    pub adopt: crate::adoption::AdoptArgs,
 }
 
 impl ServeArgs {
@@ -256,6 +259,7 @@ impl ServeArgs {
         };
         o.mirrors = self.mirrors.clone();
         o.key_overlap = self.key_overlap;
+        o.adopt = self.adopt.clone();
         o.enrolment_namespace = (self.enrolment_namespace.clone())
             .or_else(|| self.pod_namespace.clone())
             .unwrap_or_else(|| crate::enrolment::DEFAULT_NAMESPACE.into());

@@ -11,6 +11,7 @@
 //! - [`metrics`]: Prometheus metrics.
 //! - [`enrolment`]: bootstrap tokens, registration and rotation of agent keys.
 //! - [`mirrors`]: health and membership projected onto other tools' cluster objects.
+//! - [`adoption`]: MemberClusters made from the cluster objects of other tools.
 //! - [`embedded`]: reading manifests from a directory, the default mode.
 //! - [`kubernetes`]: the Kubernetes mode: CRDs watched, status written back.
 //! - [`server`]: listeners, TLS, and the [`server::Hub`] that ties it all together.
@@ -19,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod adoption;
 pub mod cli;
 pub mod core;
 pub mod embedded;

@@ -243,6 +243,12 @@ impl Starting {
             Some(_) => app,
         };
         spawn_mirrors(&fleet, &opts, &shutdown, &mut tasks);
+        if let Some(client) = opts.kube.clone().filter(|_| !opts.adopt.kinds.is_empty()) {
+            let namespace =
+                (opts.adopt.namespace.clone()).unwrap_or_else(|| opts.enrolment_namespace.clone());
+            let (fleet, args, stop) = (fleet.clone(), opts.adopt.clone(), shutdown.clone());
+            tasks.spawn(crate::adoption::run(client, fleet, args, namespace, stop));
+        }
         router.send_modify(|r| *r = app);
         tasks.spawn(background::run(
             fleet.clone(),

@@ -51,6 +51,10 @@ pub struct FleetSpec {
     /// the hub writes on transitions only and a quiet period is exactly quiet; remove it to
     /// test the refresh.
     pub hub_args: Vec<String>,
+    /// Adoption and enrolment: the members are SveltosClusters (label `region: eu`) that
+    /// the hub adopts (`--adopt sveltoscluster`); no MemberCluster and no agent key is
+    /// installed, and agents enrol with bootstrap tokens ([`KubeFleet::enrol_agent`]).
+    pub adopt: bool,
 }
 
 impl Default for FleetSpec {
@@ -63,6 +67,7 @@ impl Default for FleetSpec {
             grace_secs: 4,
             liveness_checks: Vec::new(),
             hub_args: vec!["--status-refresh-seconds".into(), "0".into()],
+            adopt: false,
         }
     }
 }
@@ -129,7 +134,15 @@ impl KubeFleet {
     /// Creates the simulators, serves them, and installs every object; starts no process.
     pub async fn prepare(spec: FleetSpec) -> anyhow::Result<KubeFleet> {
         let dir = tempfile::tempdir()?;
-        let pki = Pki::generate(dir.path())?;
+        let mut pki = Pki::generate(dir.path())?;
+        if spec.adopt {
+            // The hub serves its CA after its own certificate, so enrolling agents pin it.
+            let chain = dir.path().join("hub-chain.pem");
+            let pem = std::fs::read_to_string(&pki.server_cert)?
+                + &std::fs::read_to_string(&pki.ca_cert)?;
+            std::fs::write(&chain, pem)?;
+            pki.server_cert = chain;
+        }
         let mgmt = SimCluster::serve(KubeSim::new(), dir.path().join("mgmt.kubeconfig")).await?;
         let mut members = Vec::new();
         let mut keys = Vec::new();
@@ -137,9 +150,13 @@ impl KubeFleet {
             let name = format!("m{i}");
             let path = dir.path().join(format!("{name}.kubeconfig"));
             let cluster = SimCluster::serve(KubeSim::new(), path).await?;
-            let key = fleetpulse_common::protocol::keys::generate();
-            objects::install_agent_key(&cluster.client(), &key).await?;
-            keys.push((name.clone(), key));
+            if spec.adopt {
+                objects::namespace(&cluster.client(), objects::AGENT_NAMESPACE).await?;
+            } else {
+                let key = fleetpulse_common::protocol::keys::generate();
+                objects::install_agent_key(&cluster.client(), &key).await?;
+                keys.push((name.clone(), key));
+            }
             members.push(Member {
                 name,
                 cluster,
@@ -147,6 +164,10 @@ impl KubeFleet {
             });
         }
         objects::install_hub_objects(&mgmt.client(), &spec, &keys).await?;
+        if spec.adopt {
+            let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+            objects::install_adopted(&mgmt.client(), &names).await?;
+        }
         let tls = fleetpulse_agent::tls::client_config(Some(&std::fs::read(&pki.ca_cert)?))?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)

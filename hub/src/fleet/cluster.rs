@@ -18,7 +18,12 @@ use crate::core::health::Health;
 use crate::core::shared_key::SharedKey;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
-pub const EXTRA: [&str; 3] = [condition::MIRRORED, SHARED_KEY, crate::enrolment::ENROLLED];
+pub const EXTRA: [&str; 4] = [
+    condition::MIRRORED,
+    SHARED_KEY,
+    crate::enrolment::ENROLLED,
+    crate::adoption::ADOPTED,
+];
 /// `SharedKey`: True while two running agents seem to sign with the cluster's key.
 pub const SHARED_KEY: &str = "SharedKey";
 use crate::store::StoredCluster;

@@ -91,6 +91,33 @@ pub async fn install_hub_objects(
     Ok(())
 }
 
+/// For adoption: the mirror CRDs, the enrolment namespace, and one SveltosCluster per name
+/// in [`NAMESPACE`], labelled `region: eu` (so the ClusterSet selects what the hub adopts).
+pub async fn install_adopted(client: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
+    crate::mirror_objects::install_crds(client).await?;
+    namespace(client, AGENT_NAMESPACE).await?;
+    let kind = fleetpulse_hub::mirrors::MirrorKind::SveltosCluster;
+    let (group, version) = kind.api_version().rsplit_once('/').unwrap_or_default();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind.kind()),
+        kind.plural(),
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+    for name in names {
+        create(
+            &api,
+            json!({
+                "apiVersion": kind.api_version(), "kind": kind.kind(),
+                "metadata": {"name": name, "namespace": NAMESPACE,
+                             "labels": {(REGION_LABEL): "eu", "team": "payments"}},
+                "spec": {"kubeconfigName": format!("{name}-kubeconfig")}
+            }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Puts the agent's key into its Secret in the member cluster, where `fleetpulse-agent run`
 /// without `--key-file` reads it (as the Helm chart deploys it), so the MemberCluster can
 /// list the public key before the agent starts.

@@ -69,14 +69,51 @@ impl KubeFleet {
     /// Starts the agent of member `i` (index into [`KubeFleet::members`]): the real
     /// `fleetpulse-agent run` against the member's API (key from its Secret there).
     pub fn start_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let ca = self.pki.ca_cert.display().to_string();
+        self.start_agent_with(i, &["--hub-ca", &ca])
+    }
+
+    /// Starts the agent of member `i` with a bootstrap token and the hub CA hash it pins
+    /// (instead of the CA file): it generates its key, keeps it in its Secret in the member
+    /// cluster, and enrols.
+    pub fn enrol_agent(&mut self, i: usize, token: &str, ca_hash: &str) -> anyhow::Result<()> {
+        self.start_agent_with(i, &["--bootstrap-token", token, "--hub-ca-hash", ca_hash])
+    }
+
+    /// `fleetpulse-hub` enrolment commands (`token`, `approve`, `key`) against the
+    /// management simulator (`--kube`); returns what it printed.
+    pub fn hub_cli(&self, args: &[&str]) -> anyhow::Result<String> {
+        let kubeconfig = self.mgmt.kubeconfig.display().to_string();
+        let mut all = args.to_vec();
+        all.extend(["--kube", "--kubeconfig", &kubeconfig]);
+        let out = tokio::task::block_in_place(|| crate::process::run("fleetpulse-hub", &all))?;
+        Ok(String::from_utf8(out.stdout)?)
+    }
+
+    /// `fleetpulse-hub token create --for CLUSTER` (with the hub's chain, so the CA hash is
+    /// printed) and `extra` flags; returns the token and the CA hash.
+    pub fn create_token(&self, cluster: &str, extra: &[&str]) -> anyhow::Result<(String, String)> {
+        let chain = self.pki.server_cert.display().to_string();
+        let mut args = vec!["token", "create", "--for", cluster, "--tls-cert", &chain];
+        args.extend_from_slice(extra);
+        let out = self.hub_cli(&args)?;
+        let field = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+                .ok_or_else(|| anyhow::anyhow!("token create printed no {name}: {out}"))
+        };
+        Ok((field("token:")?, field("ca hash:")?))
+    }
+
+    fn start_agent_with(&mut self, i: usize, extra: &[&str]) -> anyhow::Result<()> {
         let hub = self.hub_url()?;
         let interval = self.spec.interval_secs.to_string();
-        let ca = self.pki.ca_cert.display().to_string();
         let member = &mut self.members[i];
         anyhow::ensure!(member.agent.is_none(), "{} already runs", member.name);
         let cluster = format!("{NAMESPACE}/{}", member.name);
         let kubeconfig = member.cluster.kubeconfig.display().to_string();
-        let args = [
+        let mut args = vec![
             "run",
             "--hub",
             &hub,
@@ -84,11 +121,10 @@ impl KubeFleet {
             &cluster,
             "--kubeconfig",
             &kubeconfig,
-            "--hub-ca",
-            &ca,
             "--interval-seconds",
             &interval,
         ];
+        args.extend_from_slice(extra);
         let label = format!("agent {}", member.name);
         member.agent = Some(Running::spawn_logged("fleetpulse-agent", &label, &args)?);
         Ok(())

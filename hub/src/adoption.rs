@@ -1,0 +1,249 @@
+//! Adoption (`serve --kube --adopt KIND`): a fleet already listed as SveltosClusters,
+//! Cluster API Clusters, Argo CD cluster Secrets, OCM ManagedClusters or Karmada Clusters
+//! gets one MemberCluster per object, without anyone writing them.
+//!
+//! - Each matching object (`--adopt-selector`) becomes a MemberCluster of the same
+//!   namespace and name (a cluster-scoped object: its name in `--adopt-namespace`), with
+//!   the object's labels, the object as its mirror, and the annotation
+//!   `fleetpulse.io/adopted-from`. It is written with server-side apply by the field
+//!   manager `fleetpulse-adoption`, which owns only those fields: checks, keys and the
+//!   rest are the users' to add.
+//! - The new MemberCluster has no key, so it says `Enrolled=False` (`AwaitingEnrolment`)
+//!   until an agent enrols with `fleetpulse-hub token create --for NAMESPACE/NAME`.
+//! - An object that disappears leaves its MemberCluster in place, marked `Adopted=False`
+//!   (`SourceDeleted`); a MemberCluster someone else created is never touched.
+//!
+//! See [`plan`] for the rules; this module watches and writes.
+
+pub mod plan;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
+
+use fleetpulse_common::api::MemberCluster;
+use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::fleet::Fleet;
+use crate::mirrors::MirrorKind;
+use plan::{Action, Adopted};
+
+/// Condition type on an adopted MemberCluster.
+pub const ADOPTED: &str = "Adopted";
+/// The field manager of the adoption's writes.
+pub const FIELD_MANAGER: &str = "fleetpulse-adoption";
+
+/// How often the loop looks for changes, and how often it writes an unchanged wish again.
+const RECHECK: Duration = Duration::from_secs(1);
+const REWRITE: Duration = Duration::from_secs(300);
+
+/// The `serve` flags of adoption.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct AdoptArgs {
+    /// Kubernetes mode: create a MemberCluster for every object of this kind
+    /// (`sveltoscluster`, `capi-cluster`, `argocd-secret`, `ocm-managedcluster`,
+    /// `karmada-cluster`, `kubefleet-membercluster`); repeat for several kinds.
+    #[arg(long = "adopt", value_name = "KIND", env = "FLEETPULSE_ADOPT", value_delimiter = ',',
+          value_parser = parse_kind, requires = "kube")]
+    pub kinds: Vec<MirrorKind>,
+    /// Adopt only objects with these labels (a label selector, e.g. `env=prod,tier!=test`).
+    #[arg(
+        long = "adopt-selector",
+        value_name = "SELECTOR",
+        env = "FLEETPULSE_ADOPT_SELECTOR"
+    )]
+    pub selector: Option<String>,
+    /// Namespace of the MemberClusters adopted from cluster-scoped kinds (OCM, Karmada,
+    /// KubeFleet), default: the enrolment namespace.
+    #[arg(
+        long = "adopt-namespace",
+        value_name = "NAMESPACE",
+        env = "FLEETPULSE_ADOPT_NAMESPACE"
+    )]
+    pub namespace: Option<String>,
+}
+
+fn parse_kind(s: &str) -> Result<MirrorKind, String> {
+    MirrorKind::from_short_name(s).ok_or_else(|| {
+        let known: Vec<_> = crate::mirrors::kind::ALL
+            .iter()
+            .map(|k| k.short_name())
+            .collect();
+        format!("unknown kind {s:?}; one of {}", known.join(", "))
+    })
+}
+
+/// One adopted kind's watch.
+struct Source {
+    kind: MirrorKind,
+    store: Store<DynamicObject>,
+    listed: Arc<AtomicBool>,
+}
+
+/// Watches each kind and keeps the MemberClusters in step until `stop`.
+pub async fn run(
+    client: kube::Client,
+    fleet: Arc<Fleet>,
+    args: AdoptArgs,
+    namespace: String,
+    stop: CancellationToken,
+) {
+    let events = Arc::new(AtomicU64::new(0));
+    let sources: Vec<Source> = args
+        .kinds
+        .iter()
+        .map(|&kind| watch(&client, kind, args.selector.as_deref(), &events, &stop))
+        .collect();
+    let api: Api<MemberCluster> = Api::all(client);
+    let mut written: HashMap<ClusterId, (Adopted, Instant)> = HashMap::new();
+    let mut seen = None;
+    let mut every = tokio::time::interval(RECHECK);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let registry = fleet.registry();
+        let now = (
+            events.load(Ordering::Relaxed),
+            Arc::as_ptr(&registry) as usize,
+        );
+        let due = written.values().any(|(_, at)| at.elapsed() >= REWRITE);
+        if seen == Some(now) && !due {
+            continue;
+        }
+        seen = Some(now);
+        let wanted: Vec<Adopted> = (sources.iter())
+            .filter(|s| s.listed.load(Ordering::Relaxed))
+            .flat_map(|s| {
+                let state = s.store.state();
+                let kind = s.kind;
+                state
+                    .iter()
+                    .filter_map(|o| plan::adopted(kind, o, &namespace))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let existing: HashMap<ClusterId, &MemberCluster> = registry
+            .clusters()
+            .map(|e| (e.id.clone(), e.object.as_ref()))
+            .collect();
+        let listed: BTreeSet<String> = (sources.iter())
+            .filter(|s| s.listed.load(Ordering::Relaxed))
+            .map(|s| format!("{} {}", s.kind.kind(), s.kind.api_version()))
+            .collect();
+        let is_listed = |source: &str| {
+            let mut words = source.split_whitespace();
+            let kind_version = format!(
+                "{} {}",
+                words.next().unwrap_or(""),
+                words.next().unwrap_or("")
+            );
+            listed.contains(&kind_version)
+        };
+        let wall = k8s_openapi::jiff::Timestamp::now();
+        for action in plan::actions(&wanted, &existing, &is_listed) {
+            match action {
+                Action::Apply(a) => {
+                    let fresh = written
+                        .get(&a.id)
+                        .is_some_and(|(w, at)| *w == a && at.elapsed() < REWRITE);
+                    if !fresh {
+                        apply(&api, &a).await;
+                        written.insert(a.id.clone(), (a, Instant::now()));
+                    }
+                }
+                Action::Condition(id, status, reason, message) => {
+                    fleet.set_condition(&id, ADOPTED, Some((status, reason, &message)), wall);
+                }
+            }
+        }
+        written.retain(|id, (a, _)| wanted.iter().any(|w| w.id == *id && w == a));
+    }
+}
+
+/// Creates or updates an adopted MemberCluster; a failure is logged and retried later.
+async fn apply(api: &Api<MemberCluster>, adopted: &Adopted) {
+    let ns_api: Api<MemberCluster> =
+        Api::namespaced(api.clone().into_client(), &adopted.id.namespace);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let body = Patch::Apply(adopted.apply_body());
+    match ns_api.patch(&adopted.id.name, &params, &body).await {
+        Ok(_) => tracing::info!(cluster = %adopted.id, source = %adopted.source, "adopted"),
+        Err(error) => tracing::error!(
+            cluster = %adopted.id, source = %adopted.source, %error,
+            "cannot write the adopted MemberCluster; check that the hub may patch \
+             memberclusters in that namespace (it exists?); retrying"
+        ),
+    }
+}
+
+/// Starts the watch of one kind (retrying in the background if the kind is not served).
+fn watch(
+    client: &kube::Client,
+    kind: MirrorKind,
+    selector: Option<&str>,
+    events: &Arc<AtomicU64>,
+    stop: &CancellationToken,
+) -> Source {
+    let (group, version) = match kind.api_version().rsplit_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", kind.api_version()),
+    };
+    let resource = ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: kind.api_version().to_owned(),
+        kind: kind.kind().to_owned(),
+        plural: kind.plural().to_owned(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut labels: Vec<String> = selector.map(str::to_owned).into_iter().collect();
+    if kind == MirrorKind::ArgoCdSecret {
+        labels.push(format!("{}=cluster", plan::ARGOCD_SECRET_TYPE));
+    }
+    let config = watcher::Config::default().labels(&labels.join(","));
+    let writer = reflector::store::Writer::new(resource);
+    let store = writer.as_reader();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let listed = Arc::new(AtomicBool::new(false));
+    let (flag, counter, stop) = (listed.clone(), events.clone(), stop.clone());
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut failing = false;
+        loop {
+            let event = tokio::select! {
+                () = stop.cancelled() => return,
+                event = stream.next() => event,
+            };
+            match event {
+                None => return,
+                Some(Ok(event)) => {
+                    failing = false;
+                    if matches!(event, watcher::Event::InitDone) {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(Err(error)) if !failing => {
+                    failing = true;
+                    tracing::error!(kind = kind.short_name(), %error,
+                        "cannot watch the objects to adopt (is the kind installed, and may the hub list it?); retrying");
+                }
+                Some(Err(_)) => {}
+            }
+        }
+    });
+    Source {
+        kind,
+        store,
+        listed,
+    }
+}
