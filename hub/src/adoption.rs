@@ -45,7 +45,7 @@ const RECHECK: Duration = Duration::from_secs(1);
 const REWRITE: Duration = Duration::from_secs(300);
 
 /// The `serve` flags of adoption.
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct AdoptArgs {
     /// Kubernetes mode: create a MemberCluster for every object of this kind
     /// (`sveltoscluster`, `capi-cluster`, `argocd-secret`, `ocm-managedcluster`,
@@ -68,6 +68,26 @@ pub struct AdoptArgs {
         env = "FLEETPULSE_ADOPT_NAMESPACE"
     )]
     pub namespace: Option<String>,
+    /// Namespace of the Argo CD cluster Secrets to adopt (only this one is watched).
+    #[arg(
+        long = "adopt-argocd-namespace",
+        value_name = "NAMESPACE",
+        env = "FLEETPULSE_ADOPT_ARGOCD_NAMESPACE",
+        default_value = "argocd"
+    )]
+    pub argocd_namespace: String,
+}
+
+impl Default for AdoptArgs {
+    /// Nothing adopted.
+    fn default() -> Self {
+        Self {
+            kinds: Vec::new(),
+            selector: None,
+            namespace: None,
+            argocd_namespace: "argocd".into(),
+        }
+    }
 }
 
 fn parse_kind(s: &str) -> Result<MirrorKind, String> {
@@ -99,7 +119,7 @@ pub async fn run(
     let sources: Vec<Source> = args
         .kinds
         .iter()
-        .map(|&kind| watch(&client, kind, args.selector.as_deref(), &events, &stop))
+        .map(|&kind| watch(&client, kind, &args, &events, &stop))
         .collect();
     let api: Api<MemberCluster> = Api::all(client);
     let mut written: HashMap<ClusterId, (Adopted, Instant)> = HashMap::new();
@@ -189,7 +209,7 @@ async fn apply(api: &Api<MemberCluster>, adopted: &Adopted) {
 fn watch(
     client: &kube::Client,
     kind: MirrorKind,
-    selector: Option<&str>,
+    args: &AdoptArgs,
     events: &Arc<AtomicU64>,
     stop: &CancellationToken,
 ) -> Source {
@@ -204,11 +224,13 @@ fn watch(
         kind: kind.kind().to_owned(),
         plural: kind.plural().to_owned(),
     };
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let mut labels: Vec<String> = selector.map(str::to_owned).into_iter().collect();
-    if kind == MirrorKind::ArgoCdSecret {
+    let mut labels: Vec<String> = args.selector.clone().into_iter().collect();
+    let api: Api<DynamicObject> = if kind == MirrorKind::ArgoCdSecret {
         labels.push(format!("{}=cluster", plan::ARGOCD_SECRET_TYPE));
-    }
+        Api::namespaced_with(client.clone(), &args.argocd_namespace, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
     let config = watcher::Config::default().labels(&labels.join(","));
     let writer = reflector::store::Writer::new(resource);
     let store = writer.as_reader();

@@ -11,7 +11,8 @@
 //!   refused by helm with a message naming the value;
 //! - every container is hardened; the RBAC rules are least privilege (no wildcards in the
 //!   hub's, which writes only status, labels, Events, its Lease and Pod, and the enabled
-//!   mirror kinds, Secrets only Argo CD's in its namespace; Secrets only namespaced for
+//!   mirror kinds, MemberClusters it adopts, Secrets only Argo CD's in its namespace and
+//!   the enrolment Secrets in its own; Secrets only namespaced for
 //!   the agent, pods created only in the checks namespace);
 //! - the CRDs helm installs are the ones the Rust types generate;
 //! - the NOTES' public-key command is the agent's `pubkey` on its key Secret, and every command

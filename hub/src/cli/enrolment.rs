@@ -39,7 +39,7 @@ pub struct StoreArgs {
     /// Namespace of the enrolment Secrets for --kube (the hub's `--enrolment-namespace`).
     #[arg(long = "enrolment-namespace", env = "FLEETPULSE_ENROLMENT_NAMESPACE", global = true,
           default_value = crate::enrolment::DEFAULT_NAMESPACE)]
-    pub namespace: String,
+    pub enrolment_namespace: String,
 }
 
 impl StoreArgs {
@@ -48,7 +48,7 @@ impl StoreArgs {
         if self.kube {
             let client = super::kube_client(self.kubeconfig.as_deref()).await?;
             let runtime = tokio::runtime::Handle::current();
-            return Ok(Box::new(SecretStore::new(client, &self.namespace, runtime)));
+            return Ok(Box::new(SecretStore::new(client, &self.enrolment_namespace, runtime)));
         }
         let Some(data) = &self.data else {
             anyhow::bail!(

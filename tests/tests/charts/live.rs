@@ -440,6 +440,20 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         "ClusterRole {}: patch events.k8s.io/events",
         Chart::Hub.fullname()
     ));
+    // Adoption creates a MemberCluster only for an object that has none (here every
+    // SveltosCluster has its MemberCluster already, so adoption must leave them alone);
+    // enrolment reads, creates and updates its Secrets only when an agent enrols. The
+    // watches both start with are exercised here; the writes in the adoption scenario.
+    unused.remove(&format!(
+        "ClusterRole {}: create fleetpulse.io/memberclusters",
+        Chart::Hub.fullname()
+    ));
+    for verb in ["get", "create", "update"] {
+        unused.remove(&format!(
+            "Role {NAMESPACE}/{}-enrolment: {verb} core/secrets",
+            Chart::Hub.fullname()
+        ));
+    }
     assert!(
         unused.is_empty(),
         "the hub chart grants what the hub never used: {unused:#?}"

@@ -37,6 +37,7 @@ fn mirror_grants(args: &[String]) -> Vec<Grant> {
     let docs = documents(&render(Chart::Hub, args));
     rbac::grants(&docs, &Chart::Hub.fullname(), NAMESPACE)
         .into_iter()
+        .filter(|g| !g.source.ends_with("-enrolment"))
         .filter(|g| {
             KINDS.iter().any(|(_, group, resource)| {
                 g.rule.api_groups.iter().any(|x| x == group)

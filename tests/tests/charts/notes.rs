@@ -50,3 +50,48 @@ fn the_agent_notes_command_runs_the_agents_pubkey_on_its_key_secret() {
         "{hub}"
     );
 }
+
+#[test]
+fn the_hub_notes_token_and_approve_commands_parse_against_the_release_namespace() {
+    use clap::Parser;
+    use fleetpulse_hub::cli::{Cli, Command};
+    let text = notes(Chart::Hub, &[]);
+    let hub_command = |needle: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in {text}"));
+        let (kubectl, hub) = line
+            .split_once(" -- ")
+            .expect("kubectl exec ... -- command");
+        assert_eq!(
+            kubectl.trim(),
+            format!("kubectl -n {NAMESPACE} exec deploy/{RELEASE}-fleetpulse-hub")
+        );
+        let words: Vec<&str> = hub.split_whitespace().collect();
+        Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("{line}: {e}"))
+    };
+    let Command::Token(token) = hub_command("fleetpulse-hub token create").command else {
+        panic!("not `token create`");
+    };
+    assert!(token.store.kube);
+    assert_eq!(token.store.enrolment_namespace, NAMESPACE);
+    let fleetpulse_hub::cli::enrolment::TokenCommand::Create(create) = token.command else {
+        panic!("not `token create`");
+    };
+    assert_eq!(
+        create.tls_cert.as_deref(),
+        Some(std::path::Path::new("/etc/fleetpulse/tls/tls.crt"))
+    );
+    assert_eq!(
+        create.cluster.map(|c| c.to_string()).as_deref(),
+        Some("fleet/edge-1")
+    );
+    let Command::Approve(approve) = hub_command("fleetpulse-hub approve").command else {
+        panic!("not `approve`");
+    };
+    assert!(approve.store.kube && approve.store.enrolment_namespace == NAMESPACE);
+    assert!(
+        text.contains("bootstrap.token=\"$TOKEN\"") && text.contains("hub.caHash=\"$CA_HASH\"")
+    );
+}

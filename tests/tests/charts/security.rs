@@ -93,7 +93,7 @@ fn agent_grants(args: &[String]) -> Vec<Grant> {
 }
 
 #[test]
-fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_and_mirrors()
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_mirrors_adoptions_and_enrolment()
  {
     for (name, args) in Chart::Hub.value_sets() {
         let grants = hub_grants(&args);
@@ -107,10 +107,14 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                     g.source
                 );
             }
-            // Secrets: only Argo CD's cluster Secrets, in its namespace, for mirrors.
+            // Secrets: Argo CD's cluster Secrets, in its namespace, for mirrors and adoption;
+            // the enrolment Secrets, in the hub's own namespace.
             let argocd = g.namespace.as_deref() == Some("argocd") && r.resources == ["secrets"];
+            let enrolment = g.namespace.as_deref() == Some(NAMESPACE)
+                && r.resources == ["secrets"]
+                && r.verbs == ["get", "list", "watch", "create", "update"];
             assert!(
-                argocd || !r.resources.iter().any(|x| x.starts_with("secrets")),
+                argocd || enrolment || !r.resources.iter().any(|x| x.starts_with("secrets")),
                 "{name}: {r:?}"
             );
             let mirror_kind = |group: &str| {
@@ -130,6 +134,12 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                         .resources
                         .iter()
                         .all(|x| x == "memberclusters" || x.ends_with("/status")),
+                    // Adoption creates MemberClusters (server-side apply's first write).
+                    ([group], "create") if group == "fleetpulse.io" => {
+                        r.resources == ["memberclusters"]
+                    }
+                    // Enrolment: tokens marked used and key sets, in the hub's namespace.
+                    ([group], "create" | "update") if group.is_empty() => enrolment,
                     ([group], "create" | "patch") if group == "events.k8s.io" => {
                         r.resources == ["events"]
                     }
