@@ -209,3 +209,60 @@ async fn three_adopted_sveltos_clusters_enrol_with_tokens_and_a_vanished_one_is_
     assert!(fleet.member_cluster("m2").await.is_some());
     assert_eq!(fleet.condition("m2", REACHABLE).await, Status::True);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pattern_token_with_create_cluster_enrols_a_cluster_the_hub_did_not_know() {
+    // The SveltosClusters exist but the hub adopts nothing: no MemberCluster at all.
+    let mut spec = FleetSpec {
+        adopt: true,
+        members: 2,
+        ..FleetSpec::default()
+    };
+    spec.hub_args
+        .extend(["--enrolment-namespace", AGENT_NAMESPACE].map(str::to_owned));
+    let mut fleet = KubeFleet::prepare(spec).await.unwrap();
+    fleet.start_hub().await.unwrap();
+    assert!(fleet.member_cluster("m1").await.is_none());
+
+    // A token for any `m*` of the namespace, allowed to create the MemberCluster.
+    let chain = fleet.pki.server_cert.display().to_string();
+    let out = fleet
+        .hub_cli(&[
+            "token",
+            "create",
+            "--namespace",
+            NAMESPACE,
+            "--name-pattern",
+            "m*",
+            "--create-cluster",
+            "--tls-cert",
+            &chain,
+        ])
+        .unwrap();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+    };
+    let (token, pin) = (field("token:"), field("ca hash:"));
+    fleet.enrol_agent(1, &token, &pin).unwrap();
+    fleet
+        .wait_condition(1, REACHABLE, Status::True, DEADLINE)
+        .await
+        .unwrap();
+    let mc = fleet.member_cluster("m2").await.unwrap();
+    let labels = mc.metadata.labels.unwrap_or_default();
+    let id = token.split_once('.').unwrap().0;
+    assert_eq!(
+        labels
+            .get("fleetpulse.io/created-by-token")
+            .map(String::as_str),
+        Some(id)
+    );
+    wait_reason(&fleet, "m2", "Enrolled", (Status::True, "KeyEnrolled"))
+        .await
+        .unwrap();
+    // The token is used up: the other cluster needs its own.
+    assert!(fleet.member_cluster("m1").await.is_none());
+}

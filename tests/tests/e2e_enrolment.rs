@@ -216,6 +216,13 @@ fn agents_enrol_with_tokens_and_bad_tokens_or_a_wrong_ca_hash_are_refused_withou
         &pin,
         "token_not_for_cluster",
     )?;
+    // An embedded hub reads its MemberClusters from files: it cannot create one.
+    let refused = env.token(&["--cluster", "fleet/edge-9", "--create-cluster"]);
+    let message = format!("{:#}", refused.expect_err("--create-cluster refused"));
+    assert!(
+        message.contains("--create-cluster needs a hub in Kubernetes mode"),
+        "{message}"
+    );
     let wrong_pin = format!("sha256:{}", "0".repeat(64));
     let (fresh, _) = env.token(&["--cluster", "fleet/edge-1"])?;
     env.refused(

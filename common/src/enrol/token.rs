@@ -195,6 +195,10 @@ pub struct TokenRecord {
     /// token and recording the key completes when the agent retries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
+    /// Whether a registration may create its MemberCluster when there is none (Kubernetes
+    /// mode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub creates_cluster: bool,
     /// Revoked by an operator.
     pub revoked: bool,
 }
@@ -227,6 +231,7 @@ impl TokenRecord {
             expires_unix: now_unix.saturating_add(ttl_secs),
             used: None,
             key_id: None,
+            creates_cluster: false,
             revoked: false,
         }
     }

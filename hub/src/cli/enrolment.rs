@@ -48,7 +48,11 @@ impl StoreArgs {
         if self.kube {
             let client = super::kube_client(self.kubeconfig.as_deref()).await?;
             let runtime = tokio::runtime::Handle::current();
-            return Ok(Box::new(SecretStore::new(client, &self.enrolment_namespace, runtime)));
+            return Ok(Box::new(SecretStore::new(
+                client,
+                &self.enrolment_namespace,
+                runtime,
+            )));
         }
         let Some(data) = &self.data else {
             anyhow::bail!(
@@ -133,6 +137,10 @@ pub struct CreateArgs {
     /// `fleetpulse-hub approve NAMESPACE/NAME`.
     #[arg(long, env = "FLEETPULSE_TOKEN_APPROVAL", value_enum, default_value_t = Approval::Auto)]
     pub approval: Approval,
+    /// Kubernetes mode: a registration with this token creates its MemberCluster (empty
+    /// spec, labelled with the token id) if there is none, e.g. for a name pattern.
+    #[arg(long, env = "FLEETPULSE_TOKEN_CREATE_CLUSTER")]
+    pub create_cluster: bool,
     /// The hub's certificate chain (its `serve --tls-cert`), whose last certificate is the
     /// CA agents pin; its hash is printed with the token.
     #[arg(long, value_name = "FILE", env = "FLEETPULSE_TLS_CERT")]
@@ -217,9 +225,16 @@ pub fn token(command: TokenCommand, store: &dyn Backend) -> anyhow::Result<Strin
                     "pass --cluster NAMESPACE/NAME, or --namespace and --name-pattern"
                 ),
             };
+            if args.create_cluster && !store.creates_clusters() {
+                anyhow::bail!(
+                    "--create-cluster needs a hub in Kubernetes mode (--kube); an embedded hub \
+                     reads its MemberClusters from its manifest directory: add the file there"
+                );
+            }
             let token = BootstrapToken::generate();
             let ttl = i64::try_from(args.ttl.as_secs()).unwrap_or(i64::MAX);
-            let record = TokenRecord::new(&token, scope, args.approval, now, ttl);
+            let mut record = TokenRecord::new(&token, scope, args.approval, now, ttl);
+            record.creates_cluster = args.create_cluster;
             store.put_token(&Versioned::new(record.clone()))?;
             let pin = pin.map_or_else(
                 || "(pass --tls-cert to print it)".to_owned(),

@@ -56,6 +56,14 @@ pub trait Backend: Send + Sync {
 
     /// Writes a key set, only if it is still at `keyset.revision`.
     fn put_keyset(&self, keyset: &Versioned<KeySet>) -> Result<(), EnrolStoreError>;
+
+    /// Whether the hub keeping this state can create MemberClusters on registration
+    /// (Kubernetes mode; an embedded hub reads them from files).
+    fn creates_clusters(&self) -> bool;
+
+    /// Creates an empty MemberCluster `cluster` for a registration with `token_id` (one that
+    /// exists already is left as it is). Only where [`Backend::creates_clusters`].
+    fn create_cluster(&self, cluster: &ClusterId, token_id: &str) -> Result<(), EnrolStoreError>;
 }
 
 /// Enrolment state could not be read or written.
@@ -74,14 +82,11 @@ pub enum EnrolStoreError {
         source: rusqlite::Error,
     },
     /// The Kubernetes API refused or failed.
-    #[error(
-        "{what}: {source}; check that this identity may get, list, watch, create and update \
-         Secrets in namespace {namespace}"
-    )]
+    #[error("{what} in namespace {namespace}: {source}; check this identity's RBAC for it")]
     Kube {
         /// What was being done.
         what: String,
-        /// The namespace holding the enrolment Secrets.
+        /// The namespace.
         namespace: String,
         /// The cause.
         #[source]

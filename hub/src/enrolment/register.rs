@@ -39,6 +39,12 @@ fn internal(e: super::EnrolStoreError) -> Rejection {
         );
     }
     tracing::error!(error = %e, "enrolment store failed");
+    if let super::EnrolStoreError::Kube { what, .. } = &e {
+        return refuse(
+            RejectCode::Unavailable,
+            format!("the hub failed {what}; try again later (the hub's log says why)"),
+        );
+    }
     refuse(
         RejectCode::Unavailable,
         "the hub cannot read its enrolment store; try again later",
@@ -151,12 +157,18 @@ impl Enrolment {
             .admit(&registration.token_secret, &cluster, now_unix)
             .map_err(|r| refuse(r.code, r.message))?;
         if fleet.registry().cluster(&cluster).is_none() {
-            return Err(refuse(
-                RejectCode::UnknownCluster,
-                format!(
-                    "no MemberCluster {cluster} on this hub; create it (the token is not used up)"
-                ),
-            ));
+            if !(token.value.creates_cluster && self.backend.creates_clusters()) {
+                return Err(refuse(
+                    RejectCode::UnknownCluster,
+                    format!(
+                        "no MemberCluster {cluster} on this hub; create it (the token is not \
+                         used up)"
+                    ),
+                ));
+            }
+            self.backend
+                .create_cluster(&cluster, &token.value.id)
+                .map_err(internal)?;
         }
         if fleet.registry().key(&kid).is_some() || self.cache.read().owner.contains_key(&kid) {
             return Err(refuse(

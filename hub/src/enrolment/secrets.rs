@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
+use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::enrol::keyset::KeySet;
 use fleetpulse_common::enrol::token::{TokenRecord, hex};
 use fleetpulse_common::protocol::report::ClusterId;
@@ -35,6 +36,8 @@ use super::backend::{Backend, EnrolStoreError, Versioned};
 
 /// The label on every enrolment Secret; its value is `token` or `keyset`.
 pub const LABEL: &str = "fleetpulse.io/enrolment";
+/// The label on a MemberCluster a registration created: the id of its token.
+pub const CREATED_BY_TOKEN: &str = "fleetpulse.io/created-by-token";
 /// The annotation naming a key set's MemberCluster.
 pub const CLUSTER_ANNOTATION: &str = "fleetpulse.io/cluster";
 const TOKEN_TYPE: &str = "fleetpulse.io/bootstrap-token";
@@ -263,6 +266,36 @@ impl SecretStore {
 }
 
 impl Backend for SecretStore {
+    fn creates_clusters(&self) -> bool {
+        true
+    }
+
+    fn create_cluster(&self, cluster: &ClusterId, token_id: &str) -> Result<(), EnrolStoreError> {
+        let client = self.api.clone().into_client();
+        let api: Api<MemberCluster> = Api::namespaced(client, &cluster.namespace);
+        let mut mc = MemberCluster::new(&cluster.name, Default::default());
+        mc.metadata.labels = Some(BTreeMap::from([(
+            CREATED_BY_TOKEN.to_owned(),
+            token_id.to_owned(),
+        )]));
+        let params = PostParams {
+            field_manager: Some("fleetpulse-enrolment".into()),
+            ..PostParams::default()
+        };
+        match self.runtime.block_on(api.create(&params, &mc)) {
+            Ok(_) => {
+                tracing::info!(%cluster, token_id, "created the MemberCluster of a registration");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(source) => Err(EnrolStoreError::Kube {
+                what: format!("creating MemberCluster {}", cluster.name),
+                namespace: cluster.namespace.clone(),
+                source,
+            }),
+        }
+    }
+
     /// The number of watch events seen (the CLI does not watch, and does not ask).
     fn version(&self) -> Result<u64, EnrolStoreError> {
         Ok(self

@@ -137,6 +137,19 @@ impl EnrolStore {
 }
 
 impl Backend for EnrolStore {
+    fn creates_clusters(&self) -> bool {
+        false
+    }
+
+    fn create_cluster(&self, cluster: &ClusterId, _: &str) -> Result<(), EnrolStoreError> {
+        Err(EnrolStoreError::Conflict {
+            what: format!(
+                "MemberCluster {cluster} (an embedded hub reads MemberClusters from its manifest \
+                 directory, it does not create them)"
+            ),
+        })
+    }
+
     /// SQLite's `data_version`: changes with every commit of another connection.
     fn version(&self) -> Result<u64, EnrolStoreError> {
         let conn = self.conn.lock();
