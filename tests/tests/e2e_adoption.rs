@@ -18,7 +18,7 @@ use fleetpulse_tests::mirror_objects;
 use fleetpulse_tests::process::Running;
 use fleetpulse_tests::wait;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 const DEADLINE: Duration = Duration::from_secs(45);
 
@@ -198,8 +198,27 @@ async fn three_adopted_sveltos_clusters_enrol_with_tokens_and_a_vanished_one_is_
         3
     );
 
+    // Label changes on a SveltosCluster follow, removals included.
+    let sveltos = mirror_objects::api(&fleet.mgmt.sim, MirrorKind::SveltosCluster, Some(NAMESPACE));
+    let patch = serde_json::json!({"metadata": {"labels": {"team": null, "tier": "gold"}}});
+    sveltos
+        .patch("m1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait::until_some(
+        "m1's labels to follow its SveltosCluster",
+        DEADLINE,
+        || async {
+            let labels = fleet.member_cluster("m1").await?.metadata.labels?;
+            (labels.get("tier").map(String::as_str) == Some("gold") && !labels.contains_key("team"))
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+
     // A SveltosCluster that disappears marks its MemberCluster, which stays.
-    mirror_objects::api(&fleet.mgmt.sim, MirrorKind::SveltosCluster, Some(NAMESPACE))
+    sveltos
         .delete("m2", &DeleteParams::default())
         .await
         .unwrap();

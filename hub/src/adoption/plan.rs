@@ -14,6 +14,9 @@ use crate::mirrors::MirrorKind;
 /// The annotation on a MemberCluster the hub created for an adopted object: the object
 /// (`kind apiVersion namespace/name`).
 pub const ADOPTED_FROM: &str = "fleetpulse.io/adopted-from";
+/// The annotation listing the label keys the hub copied (comma-separated), so a label
+/// removed from the object is noticed and removed here too.
+pub const ADOPTED_LABELS: &str = "fleetpulse.io/adopted-labels";
 /// The label an Argo CD cluster Secret carries.
 pub const ARGOCD_SECRET_TYPE: &str = "argocd.argoproj.io/secret-type";
 
@@ -67,12 +70,17 @@ impl Adopted {
     /// Whether `existing` already carries everything this adoption writes.
     pub fn satisfied_by(&self, existing: &MemberCluster) -> bool {
         let labels = existing.metadata.labels.clone().unwrap_or_default();
-        let annotated = (existing.metadata.annotations.as_ref())
-            .and_then(|a| a.get(ADOPTED_FROM))
-            .is_some_and(|s| *s == self.source);
-        annotated
+        let annotations = existing.metadata.annotations.clone().unwrap_or_default();
+        annotations.get(ADOPTED_FROM) == Some(&self.source)
+            && annotations.get(ADOPTED_LABELS) == Some(&self.label_keys())
             && self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && existing.spec.mirrors.contains(&self.mirror)
+    }
+
+    /// The copied label keys, as [`ADOPTED_LABELS`] lists them.
+    fn label_keys(&self) -> String {
+        let keys: Vec<&str> = self.labels.keys().map(String::as_str).collect();
+        keys.join(",")
     }
 
     /// The server-side apply body: the labels, the annotation and the mirror (the hub's
@@ -85,7 +93,7 @@ impl Adopted {
                 "name": self.id.name,
                 "namespace": self.id.namespace,
                 "labels": self.labels,
-                "annotations": {ADOPTED_FROM: self.source},
+                "annotations": {ADOPTED_FROM: self.source, ADOPTED_LABELS: self.label_keys()},
             },
             "spec": {"mirrors": [self.mirror]},
         })
@@ -225,10 +233,10 @@ mod tests {
             .collect();
         let mut current = testing::cluster("fleet/edge-1").build();
         current.metadata.labels = Some(wanted[0].labels.clone());
-        current.metadata.annotations = Some(BTreeMap::from([(
-            ADOPTED_FROM.into(),
-            wanted[0].source.clone(),
-        )]));
+        current.metadata.annotations = Some(BTreeMap::from([
+            (ADOPTED_FROM.into(), wanted[0].source.clone()),
+            (ADOPTED_LABELS.into(), "env".into()),
+        ]));
         current.spec.mirrors = vec![wanted[0].mirror.clone()];
         let existing = HashMap::from([(wanted[0].id.clone(), &current)]);
         let actions = actions(&wanted, &existing, &all_listed);
@@ -243,6 +251,18 @@ mod tests {
         let existing = HashMap::from([(wanted[0].id.clone(), &relabelled)]);
         let actions = super::actions(&wanted[..1], &existing, &all_listed);
         assert_eq!(actions, vec![Action::Apply(wanted[0].clone())]);
+
+        // A label removed from the object: the MemberCluster still has it, so apply again
+        // (server-side apply drops what the hub no longer sends).
+        let mut fewer = wanted[0].clone();
+        fewer.labels.clear();
+        let existing = HashMap::from([(wanted[0].id.clone(), &current)]);
+        let actions = super::actions(std::slice::from_ref(&fewer), &existing, &all_listed);
+        assert_eq!(actions, vec![Action::Apply(fewer.clone())]);
+        assert_eq!(
+            fewer.apply_body()["metadata"]["annotations"][ADOPTED_LABELS],
+            ""
+        );
     }
 
     #[test]
