@@ -40,9 +40,13 @@ pub const ADOPTED: &str = "Adopted";
 /// The field manager of the adoption's writes.
 pub const FIELD_MANAGER: &str = "fleetpulse-adoption";
 
-/// How often the loop looks for changes, and how often it writes an unchanged wish again.
+/// How often the loop looks for changes.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How long a written wish that the MemberCluster does not show yet waits before it is
+/// written again (the watch normally shows it within a second).
 const REWRITE: Duration = Duration::from_secs(300);
+/// How long a failed write waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(15);
 
 /// The `serve` flags of adoption.
 #[derive(Clone, Debug, clap::Args)]
@@ -122,6 +126,7 @@ pub async fn run(
         .map(|&kind| watch(&client, kind, &args, &events, &stop))
         .collect();
     let api: Api<MemberCluster> = Api::all(client);
+    // What was written for each cluster, and when it may be written again.
     let mut written: HashMap<ClusterId, (Adopted, Instant)> = HashMap::new();
     let mut seen = None;
     let mut every = tokio::time::interval(RECHECK);
@@ -135,7 +140,7 @@ pub async fn run(
             events.load(Ordering::Relaxed),
             Arc::as_ptr(&registry) as usize,
         );
-        let due = written.values().any(|(_, at)| at.elapsed() >= REWRITE);
+        let due = written.values().any(|(_, again)| *again <= Instant::now());
         if seen == Some(now) && !due {
             continue;
         }
@@ -174,10 +179,14 @@ pub async fn run(
                 Action::Apply(a) => {
                     let fresh = written
                         .get(&a.id)
-                        .is_some_and(|(w, at)| *w == a && at.elapsed() < REWRITE);
+                        .is_some_and(|(w, again)| *w == a && *again > Instant::now());
                     if !fresh {
-                        apply(&api, &a).await;
-                        written.insert(a.id.clone(), (a, Instant::now()));
+                        let wait = if apply(&api, &a).await {
+                            REWRITE
+                        } else {
+                            RETRY
+                        };
+                        written.insert(a.id.clone(), (a, Instant::now() + wait));
                     }
                 }
                 Action::Condition(id, status, reason, message) => {
@@ -185,23 +194,30 @@ pub async fn run(
                 }
             }
         }
-        written.retain(|id, (a, _)| wanted.iter().any(|w| w.id == *id && w == a));
+        let wanted: HashMap<&ClusterId, &Adopted> = wanted.iter().map(|a| (&a.id, a)).collect();
+        written.retain(|id, (a, _)| wanted.get(id).is_some_and(|w| *w == a));
     }
 }
 
-/// Creates or updates an adopted MemberCluster; a failure is logged and retried later.
-async fn apply(api: &Api<MemberCluster>, adopted: &Adopted) {
+/// Creates or updates an adopted MemberCluster; a failure is logged (and retried later).
+async fn apply(api: &Api<MemberCluster>, adopted: &Adopted) -> bool {
     let ns_api: Api<MemberCluster> =
         Api::namespaced(api.clone().into_client(), &adopted.id.namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let body = Patch::Apply(adopted.apply_body());
     match ns_api.patch(&adopted.id.name, &params, &body).await {
-        Ok(_) => tracing::info!(cluster = %adopted.id, source = %adopted.source, "adopted"),
-        Err(error) => tracing::error!(
-            cluster = %adopted.id, source = %adopted.source, %error,
-            "cannot write the adopted MemberCluster; check that the hub may patch \
-             memberclusters in that namespace (it exists?); retrying"
-        ),
+        Ok(_) => {
+            tracing::info!(cluster = %adopted.id, source = %adopted.source, "adopted");
+            true
+        }
+        Err(error) => {
+            tracing::error!(
+                cluster = %adopted.id, source = %adopted.source, %error,
+                "cannot write the adopted MemberCluster; check that its namespace exists and \
+                 the hub may create and patch memberclusters there; retrying"
+            );
+            false
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -118,7 +118,8 @@ impl SecretStore {
         let (store, writer) = reflector::store();
         let events = Arc::new(AtomicU64::new(0));
         let config = watcher::Config::default().labels(LABEL);
-        let stream = reflector::reflector(writer, watcher(this.api.clone(), config));
+        let watch = watcher(this.api.clone(), config).default_backoff();
+        let stream = reflector::reflector(writer, watch);
         let (counter, stop) = (events.clone(), stop.clone());
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
