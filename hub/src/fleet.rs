@@ -432,6 +432,11 @@ impl Fleet {
     /// The metrics in the Prometheus text format.
     pub fn encode_metrics(&self) -> String {
         let statuses = self.sets.lock().statuses.clone();
+        // Counted at scrape time, so a cluster deleted while marked stops counting.
+        let shared = (self.registry().clusters())
+            .filter(|e| e.state.lock().extra_status(cluster::SHARED_KEY) == Status::True)
+            .count();
+        self.metrics.shared_keys.set(shared as i64);
         self.metrics.scrape(&statuses, || {
             let registry = self.registry();
             let conditions = |e: &ClusterEntry| e.state.lock().health.conditions().to_vec();

@@ -1,7 +1,8 @@
 //! Two running agents signing with one key leapfrog each other's sequence (each restarts
 //! just above the position the hub accepted from the other) and both keep being accepted:
 //! the hub marks the cluster `SharedKey=True`, counts it in `fleetpulse_hub_shared_keys`,
-//! and clears it once one agent remains. A single agent's restarts are no such sign.
+//! and clears it once one agent remains (or the MemberCluster is deleted). A single
+//! agent's restarts are no such sign.
 
 use std::time::Instant;
 
@@ -103,5 +104,20 @@ fn an_agent_restarting_with_a_new_incarnation_is_not_a_shared_key() {
         accept(&fleet, &id, incarnation, 2);
     }
     assert_eq!(shared_key(&fleet), None);
+    assert_eq!(gauge(&fleet), "fleetpulse_hub_shared_keys 0");
+}
+
+#[test]
+fn a_marked_cluster_that_is_deleted_no_longer_counts() {
+    let (fleet, id) = fleet();
+    for (incarnation, seq) in [(100, 1), (100, 2), (101, 1), (101, 2), (102, 1)] {
+        accept(&fleet, &id, incarnation, seq);
+    }
+    assert_eq!(gauge(&fleet), "fleetpulse_hub_shared_keys 1");
+    assert!(
+        fleet
+            .reload(Objects::default(), Instant::now(), Timestamp::now())
+            .is_empty()
+    );
     assert_eq!(gauge(&fleet), "fleetpulse_hub_shared_keys 0");
 }

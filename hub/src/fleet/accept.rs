@@ -113,7 +113,6 @@ impl Fleet {
         let value = match (shared, was) {
             (true, Status::True) | (false, Status::False | Status::Unknown) => return false,
             (true, _) => {
-                self.metrics().shared_keys.inc();
                 message = format!(
                     "key {kid} is used by two running agents: they restarted just above each \
                      other's position {} times in the last {} reports; give this cluster's \
@@ -125,14 +124,11 @@ impl Fleet {
                 tracing::error!(%kid, "two agents seem to share one key");
                 (Status::True, "TwoAgentsOneKey", message.as_str())
             }
-            (false, _) => {
-                self.metrics().shared_keys.dec();
-                (
-                    Status::False,
-                    "OneAgentPerKey",
-                    "one agent signs with the key",
-                )
-            }
+            (false, _) => (
+                Status::False,
+                "OneAgentPerKey",
+                "one agent signs with the key",
+            ),
         };
         state.set_extra(SHARED_KEY, Some(value), wall)
     }
