@@ -23,6 +23,17 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// What `fleetpulse-hub token create` printed: the token and the CA hash to pin.
+pub fn token_and_ca_hash(out: &str) -> anyhow::Result<(String, String)> {
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .ok_or_else(|| anyhow::anyhow!("token create printed no {name} {out}"))
+    };
+    Ok((field("token:")?, field("ca hash:")?))
+}
+
 /// Runs a binary to completion and returns its output; fails on a non-zero exit.
 pub fn run(name: &str, args: &[&str]) -> anyhow::Result<Output> {
     let out = Command::new(binary(name)?)

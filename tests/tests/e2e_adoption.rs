@@ -15,7 +15,7 @@ use fleetpulse_hub::mirrors::MirrorKind;
 use fleetpulse_tests::kube_fleet::objects::AGENT_NAMESPACE;
 use fleetpulse_tests::kube_fleet::{FleetSpec, KubeFleet, NAMESPACE};
 use fleetpulse_tests::mirror_objects;
-use fleetpulse_tests::process::Running;
+use fleetpulse_tests::process::{self, Running};
 use fleetpulse_tests::wait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -258,13 +258,7 @@ async fn a_pattern_token_with_create_cluster_enrols_a_cluster_the_hub_did_not_kn
             &chain,
         ])
         .unwrap();
-    let field = |name: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|| panic!("no {name} in {out}"))
-    };
-    let (token, pin) = (field("token:"), field("ca hash:"));
+    let (token, pin) = process::token_and_ca_hash(&out).unwrap();
     fleet.enrol_agent(1, &token, &pin).unwrap();
     fleet
         .wait_condition(1, REACHABLE, Status::True, DEADLINE)

@@ -51,14 +51,7 @@ impl Env {
     fn token(&self, extra: &[&str]) -> anyhow::Result<(String, String)> {
         let mut args = vec!["token", "create", "--tls-cert", &self.chain];
         args.extend_from_slice(extra);
-        let out = self.hub_cli(&args)?;
-        let field = |name: &str| {
-            out.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_owned())
-                .ok_or_else(|| anyhow::anyhow!("token create printed no {name} {out}"))
-        };
-        Ok((field("token:")?, field("ca hash:")?))
+        process::token_and_ca_hash(&self.hub_cli(&args)?)
     }
 
     fn agent(&self, label: &str, cluster: &str, token: &str, pin: &str) -> anyhow::Result<Running> {

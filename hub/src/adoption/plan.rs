@@ -178,6 +178,16 @@ mod tests {
         .unwrap()
     }
 
+    /// SveltosCluster fleet/edge-1, without labels, adopted.
+    fn edge_1() -> Adopted {
+        adopted(
+            MirrorKind::SveltosCluster,
+            &sveltos("fleet", "edge-1", &[]),
+            "x",
+        )
+        .unwrap()
+    }
+
     fn all_listed(_: &str) -> bool {
         true
     }
@@ -267,12 +277,7 @@ mod tests {
 
     #[test]
     fn a_member_cluster_someone_else_made_is_left_alone() {
-        let a = adopted(
-            MirrorKind::SveltosCluster,
-            &sveltos("fleet", "edge-1", &[]),
-            "x",
-        )
-        .unwrap();
+        let a = edge_1();
         let theirs = testing::cluster("fleet/edge-1").build();
         let existing = HashMap::from([(a.id.clone(), &theirs)]);
         assert_eq!(actions(&[a], &existing, &all_listed), vec![]);
@@ -282,12 +287,7 @@ mod tests {
 
     #[test]
     fn a_vanished_object_marks_its_cluster_but_only_once_its_kind_has_listed() {
-        let a = adopted(
-            MirrorKind::SveltosCluster,
-            &sveltos("fleet", "edge-1", &[]),
-            "x",
-        )
-        .unwrap();
+        let a = edge_1();
         let mut ours = testing::cluster("fleet/edge-1").build();
         ours.metadata.annotations = Some(BTreeMap::from([(ADOPTED_FROM.into(), a.source.clone())]));
         let existing = HashMap::from([(a.id.clone(), &ours)]);

@@ -96,14 +96,7 @@ impl KubeFleet {
         let chain = self.pki.server_cert.display().to_string();
         let mut args = vec!["token", "create", "--for", cluster, "--tls-cert", &chain];
         args.extend_from_slice(extra);
-        let out = self.hub_cli(&args)?;
-        let field = |name: &str| {
-            out.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_owned())
-                .ok_or_else(|| anyhow::anyhow!("token create printed no {name}: {out}"))
-        };
-        Ok((field("token:")?, field("ca hash:")?))
+        crate::process::token_and_ca_hash(&self.hub_cli(&args)?)
     }
 
     fn start_agent_with(&mut self, i: usize, extra: &[&str]) -> anyhow::Result<()> {
