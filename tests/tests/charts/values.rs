@@ -32,7 +32,7 @@ fn optional_features_render_their_objects() {
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "admin");
     assert_eq!(
-        monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"],
+        monitor["spec"]["selector"]["matchLabels"]["fleetpulse.io/service"],
         "admin"
     );
     assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
