@@ -84,9 +84,13 @@ pub struct ServeArgs {
     /// account, else the usual kubeconfig lookup).
     #[arg(long, env = "FLEETPULSE_KUBECONFIG", requires = "kube")]
     pub kubeconfig: Option<PathBuf>,
-    /// Address to listen on.
+    /// Address agents connect to: heartbeats, config, enrolment, and the /healthz and
+    /// /readyz probes (nothing else; the read API and /metrics are on --admin-listen).
     #[arg(long, env = "FLEETPULSE_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
+    /// The admin listener: the read API and /metrics, and who may read them.
+    #[command(flatten)]
+    pub admin: crate::server::AdminOptions,
     /// PEM certificate chain for HTTPS.
     #[arg(long, env = "FLEETPULSE_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -218,6 +222,7 @@ impl ServeArgs {
         );
         o.tls = self.tls_cert.clone().zip(self.tls_key.clone());
         o.insecure_http = self.insecure_http;
+        o.admin = self.admin.clone();
         o.limits = self.limits.clone();
         o.audience = self.audience.clone();
         o.freshness = Freshness {

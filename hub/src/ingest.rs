@@ -1,6 +1,8 @@
-//! The hub's HTTP API: the agent endpoints (heartbeat, config), the read API and probes.
-//! Built as one axum [`Router`] so tests call it in-process and the server wraps it in TLS.
-//! The agent endpoints are HTTP glue around the [`crate::admission`] pipeline.
+//! The hub's HTTP API, as two axum [`Router`]s so tests call them in-process and the server
+//! wraps each in TLS on its own listener: [`router`], what agents call (heartbeat, config)
+//! and the probes, on the agents' port; [`admin_router`], the read API and `/metrics`, on
+//! the admin port behind [`crate::server::admin`]'s authentication. The agent endpoints
+//! are HTTP glue around the [`crate::admission`] pipeline.
 
 pub mod agent;
 pub mod read;
@@ -23,8 +25,9 @@ pub struct AppState {
     pub admission: Arc<Admission>,
 }
 
-/// The hub's router, once it has loaded its objects and state (before, the hub serves
-/// [`crate::server::standby::router`], whose `/readyz` says why it is not ready).
+/// The agents' router, once the hub has loaded its objects and state (before, the hub
+/// serves [`crate::server::standby::router`], whose `/readyz` says why it is not ready).
+/// Nothing here reads the fleet's objects back: that is [`admin_router`]'s.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route(
@@ -32,6 +35,14 @@ pub fn router(state: AppState) -> Router {
             post(agent::heartbeat),
         )
         .route("/v1/clusters/{namespace}/{name}/config", get(agent::config))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .with_state(state)
+}
+
+/// The admin router: the read API and `/metrics`, for operators, the CLI and Prometheus.
+pub fn admin_router(state: AppState) -> Router {
+    Router::new()
         .route("/v1/memberclusters", get(read::member_clusters))
         .route(
             "/v1/memberclusters/{namespace}/{name}/transitions",
@@ -41,8 +52,6 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sets", get(read::sets))
         .route("/v1/healthpolicies", get(read::health_policies))
         .route("/v1/hub", get(read::hub))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .with_state(state)
 }

@@ -1,6 +1,8 @@
-//! Running the hub: TLS, the listener, and the background loops (failure detector tick,
-//! manifest reload, position flush), with a graceful shutdown that persists state.
+//! Running the hub: TLS, the agents' listener and the admin listener, and the background
+//! loops (failure detector tick, manifest reload, position flush), with a graceful
+//! shutdown that persists state.
 
+pub mod admin;
 mod background;
 mod limits;
 mod listener;
@@ -10,6 +12,7 @@ mod readiness;
 pub mod standby;
 pub mod tls;
 
+pub use admin::{AdminAuth, AdminOptions};
 pub use limits::ConnectionLimits;
 pub use options::HubOptions;
 
@@ -20,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use k8s_openapi::jiff::Timestamp;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +74,9 @@ pub enum HubError {
     /// The enrolment store could not be opened.
     #[error(transparent)]
     Enrolment(#[from] crate::enrolment::store::EnrolStoreError),
+    /// The admin listener's authentication could not be set up.
+    #[error(transparent)]
+    Admin(#[from] admin::AdminError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -85,8 +90,10 @@ pub enum HubError {
 
 /// A running hub.
 pub struct Hub {
-    /// The bound address.
+    /// The bound address of the agents' listener.
     pub addr: SocketAddr,
+    /// The bound address of the admin listener (read API, `/metrics`).
+    pub admin_addr: SocketAddr,
     /// The fleet state (for tests and embedding).
     pub fleet: Arc<Fleet>,
     shutdown: CancellationToken,
@@ -109,33 +116,38 @@ impl Hub {
             (None, true) => None,
             (None, false) => return Err(HubError::NoTls),
         };
+        let guard = admin::Guard::new(&opts.admin, opts.kube.as_ref())?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        let listener = TcpListener::bind(opts.listen)
-            .await
-            .map_err(|source| HubError::Listen {
-                addr: opts.listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| HubError::Listen {
-            addr: opts.listen,
-            source,
-        })?;
+        let (listener, addr) = listener::bound(opts.listen).await?;
+        let (admin_listener, admin_addr) = listener::bound(opts.admin.listen).await?;
         // Probes answer from the start; everything else is refused until this replica
         // leads and has loaded its state.
         let (router, routed) = watch::channel(standby::router("loading objects and state", false));
+        let (admin, admin_routed) =
+            watch::channel(standby::admin_router("loading objects and state"));
+        tracing::info!(addr = %admin_addr, auth = guard.describe(), "admin API (read API, /metrics) bound");
         tracing::info!(%addr, "listening; agents are served once this replica leads and has loaded its state");
         tasks.spawn(listener::serve(
+            admin_listener,
+            admin::protect(listener::switch(admin_routed), guard),
+            tls.clone(),
+            opts.limits.clone(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(listener::serve(
             listener,
-            switch(routed),
+            listener::switch(routed),
             tls,
             opts.limits.clone(),
             shutdown.clone(),
         ));
         Ok(Starting {
             addr,
+            admin_addr,
             opts,
             router,
+            admin,
             shutdown,
             tasks,
         })
@@ -144,10 +156,13 @@ impl Hub {
 
 /// A hub that is bound and answers probes, not yet serving agents.
 pub struct Starting {
-    /// The bound address.
+    /// The bound address of the agents' listener.
     pub addr: SocketAddr,
+    /// The bound address of the admin listener.
+    pub admin_addr: SocketAddr,
     opts: HubOptions,
     router: watch::Sender<Router>,
+    admin: watch::Sender<Router>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -158,8 +173,10 @@ impl Starting {
     pub async fn start(self) -> Result<Hub, HubError> {
         let Starting {
             addr,
+            admin_addr,
             opts,
             router,
+            admin,
             shutdown,
             mut tasks,
         } = self;
@@ -172,8 +189,12 @@ impl Starting {
                         labelled,
                     )
                 });
+                admin.send_modify(|r| {
+                    *r = standby::admin_router("standing by: another hub replica holds the lease")
+                });
                 let leadership = leader::acquire(client.clone(), settings).await?;
                 router.send_modify(|r| *r = standby::router("loading objects and state", false));
+                admin.send_modify(|r| *r = standby::admin_router("loading objects and state"));
                 Some(leadership)
             }
             _ => None,
@@ -231,10 +252,12 @@ impl Starting {
             );
         }
         let admission = Admission::new(opts.audience.clone(), opts.freshness, opts.batch_verify);
-        let app = ingest::router(AppState {
+        let state = AppState {
             fleet: fleet.clone(),
             admission: Arc::new(admission),
-        });
+        };
+        let admin_app = ingest::admin_router(state.clone());
+        let app = ingest::router(state);
         let app = crate::enrolment::serve(&opts, &fleet, app, &shutdown).await?;
         // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
         // status writes retry through API outages, which a restart would not cure.
@@ -250,6 +273,7 @@ impl Starting {
             tasks.spawn(crate::adoption::run(client, fleet, args, namespace, stop));
         }
         router.send_modify(|r| *r = app);
+        admin.send_modify(|r| *r = admin_app);
         tasks.spawn(background::run(
             fleet.clone(),
             manifests,
@@ -269,6 +293,7 @@ impl Starting {
         tracing::info!(%addr, tls = opts.tls.is_some(), mode, "hub serving");
         Ok(Hub {
             addr,
+            admin_addr,
             fleet,
             shutdown,
             tasks,
@@ -358,13 +383,4 @@ fn spawn_mirrors(
         changes,
         shutdown.clone(),
     ));
-}
-
-/// Routes each request to the router currently in `routed` (standby, then the hub's).
-fn switch(routed: watch::Receiver<Router>) -> Router {
-    use tower::ServiceExt;
-    Router::new().fallback_service(tower::service_fn(move |request: axum::extract::Request| {
-        let router = routed.borrow().clone();
-        async move { router.oneshot(request).await }
-    }))
 }

@@ -798,6 +798,23 @@ async fn probes_answer_ok_when_ready() {
 }
 
 #[tokio::test]
+async fn the_agents_router_serves_neither_the_read_api_nor_metrics() {
+    let fx = Fixture::heartbeating().await;
+    for path in [
+        "/v1/memberclusters",
+        "/v1/hub",
+        "/v1/clustersets",
+        "/metrics",
+    ] {
+        assert_eq!(
+            fx.get(path, None).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn readyz_is_unavailable_until_the_hub_is_ready_but_healthz_is_ok() {
     // Until it has loaded its objects and state, the hub serves the standby router.
     let loading = standby::router("loading objects and state", false);

@@ -24,6 +24,7 @@ mod openapi;
 mod ops;
 mod patch;
 pub mod resources;
+pub mod reviews;
 mod selector;
 mod server;
 mod sim;

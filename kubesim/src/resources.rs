@@ -165,6 +165,20 @@ pub fn builtins() -> Vec<ResourceDef> {
             .short(&["svc"]),
         ResourceDef::new("", "v1", "serviceaccounts", "ServiceAccount", true).short(&["sa"]),
         ResourceDef::new("coordination.k8s.io", "v1", "leases", "Lease", true),
+        ResourceDef::new(
+            "authentication.k8s.io",
+            "v1",
+            "tokenreviews",
+            "TokenReview",
+            false,
+        ),
+        ResourceDef::new(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+        ),
         ResourceDef::new("events.k8s.io", "v1", "events", "Event", true).short(&["ev"]),
         ResourceDef::new(
             "apiextensions.k8s.io",

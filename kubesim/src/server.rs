@@ -30,6 +30,8 @@ pub struct Shared {
     pub close_watches: tokio::sync::watch::Sender<u64>,
     /// Pod outcome rules of the simulated kubelet.
     pub kubelet: Mutex<kubelet::Rules>,
+    /// Tokens and rules TokenReview and SubjectAccessReview answer from.
+    pub reviews: Mutex<crate::reviews::Reviews>,
 }
 
 impl Default for Shared {
@@ -38,6 +40,7 @@ impl Default for Shared {
             store: Mutex::new(Store::default()),
             close_watches: tokio::sync::watch::channel(0).0,
             kubelet: Mutex::new(kubelet::Rules::default()),
+            reviews: Mutex::new(crate::reviews::Reviews::default()),
         }
     }
 }
@@ -151,10 +154,14 @@ async fn dispatch(
             Some(s) => format!("{}/{s}", target.def.plural),
             None => target.def.plural.clone(),
         };
-        if matches!(
-            verb,
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        ) {
+        // A review is answered, never stored: it is a request, not a write.
+        let review = crate::reviews::review_kind(&target.def).is_some();
+        if !review
+            && matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        {
             *store
                 .writes
                 .entry((resource.clone(), verb.to_owned()))
@@ -208,6 +215,9 @@ async fn dispatch(
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(crate::table::wants_table);
+    if let Some(kind) = crate::reviews::review_kind(&target.def) {
+        return review(&shared, kind, &method, &body);
+    }
     let result = match (method.as_str(), target.name.is_some()) {
         ("GET", false) if watching => return watch::watch(&shared, &target, &params),
         ("GET", false) => handlers::list(&shared, &target, &params, as_table),
@@ -227,6 +237,24 @@ async fn dispatch(
     };
     match result {
         Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A TokenReview or SubjectAccessReview: create (POST) only, answered from
+/// [`crate::reviews`].
+fn review(shared: &Shared, kind: &str, method: &Method, body: &[u8]) -> Response {
+    if method != Method::POST {
+        let message = format!("{kind} supports create only");
+        return ApiError::method_not_allowed(message).into_response();
+    }
+    let reviews = shared.reviews.lock();
+    let answer = match kind {
+        "TokenReview" => reviews.token_review(body),
+        _ => reviews.access_review(body),
+    };
+    match answer {
+        Ok(review) => (http::StatusCode::CREATED, axum::Json(review)).into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -187,6 +187,25 @@ impl KubeSim {
         }
     }
 
+    /// Registers a bearer token: a TokenReview of it authenticates `username` in `groups`
+    /// (and `system:authenticated`); any other token is not authenticated.
+    pub fn add_token(&self, token: &str, username: &str, groups: &[&str]) {
+        self.shared
+            .reviews
+            .lock()
+            .add_token(token, username, groups);
+    }
+
+    /// Allows `subject` (a user name or a group) `verb` (or `*`) on the non-resource URL
+    /// `path` (exact, or a prefix ending in `*`) in SubjectAccessReviews, as a ClusterRole
+    /// with `nonResourceURLs` bound to it would; nothing else is allowed.
+    pub fn allow_non_resource(&self, subject: &str, verb: &str, path: &str) {
+        self.shared
+            .reviews
+            .lock()
+            .allow_non_resource(subject, verb, path);
+    }
+
     /// Total mutating requests so far.
     pub fn total_writes(&self) -> u64 {
         self.shared.store.lock().writes.values().sum()

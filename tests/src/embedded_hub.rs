@@ -10,19 +10,25 @@ use crate::pki::Pki;
 use crate::process::{self, Running};
 use crate::wait::blocking_until;
 
+/// What the hub logs, with `addr=`, once its admin listener is bound.
+pub const ADMIN_LINE: &str = "admin API";
+
 /// A running embedded hub.
 pub struct EmbeddedHub {
     /// The process (its stderr is captured).
     pub process: Running,
-    /// `https://localhost:PORT`.
+    /// `https://localhost:PORT`: the agents' listener.
     pub server: String,
+    /// `https://localhost:PORT`: the admin listener (read API, `/metrics`).
+    pub admin: String,
     /// The CA that signed its certificate, for `--ca` / `--hub-ca`.
     pub ca: String,
 }
 
 impl EmbeddedHub {
-    /// Starts `serve` over `manifests` with state in `data`, on port 0 (no port race), and
-    /// waits until it listens. `extra` flags are appended.
+    /// Starts `serve` over `manifests` with state in `data`, both listeners on port 0 (no
+    /// port race), and waits until it listens. `extra` flags are appended (an
+    /// `--admin-listen` there replaces the free loopback port).
     pub fn spawn(
         manifests: &Path,
         data: &Path,
@@ -47,6 +53,9 @@ impl EmbeddedHub {
             "--tls-key",
             &key,
         ];
+        if !extra.contains(&"--admin-listen") {
+            args.extend(["--admin-listen", "127.0.0.1:0"]);
+        }
         args.extend_from_slice(extra);
         let mut process = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
         let mut addr = None;
@@ -57,9 +66,14 @@ impl EmbeddedHub {
         let port = addr
             .ok_or_else(|| anyhow::anyhow!("the hub exited before listening (its log is above)"))?
             .port();
+        let admin = process
+            .logged_addr(ADMIN_LINE)
+            .ok_or_else(|| anyhow::anyhow!("the hub logged no admin address"))?
+            .port();
         Ok(EmbeddedHub {
             process,
             server: format!("https://localhost:{port}"),
+            admin: format!("https://localhost:{admin}"),
             ca: pki.ca_cert.display().to_string(),
         })
     }
@@ -88,8 +102,8 @@ impl EmbeddedHub {
         )
     }
 
-    /// The MemberClusters as `fleetpulse-hub get memberclusters -o json` prints them, or
-    /// `None` while the hub does not serve its read API.
+    /// The MemberClusters as `fleetpulse-hub get memberclusters -o json` prints them (from
+    /// the admin listener), or `None` while the hub does not serve its read API.
     pub fn clusters(&self) -> Option<Vec<MemberCluster>> {
         let args = [
             "get",
@@ -97,7 +111,7 @@ impl EmbeddedHub {
             "-o",
             "json",
             "--server",
-            &self.server,
+            &self.admin,
             "--ca",
             &self.ca,
         ];

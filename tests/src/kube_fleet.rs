@@ -123,6 +123,9 @@ pub struct KubeFleet {
     hub_addr: Option<SocketAddr>,
     /// Hub replicas with leader election, by identity: address and process.
     replicas: BTreeMap<String, (SocketAddr, Option<Running>)>,
+    /// The admin listener (read API, `/metrics`) of the single hub (`hub`) and of each
+    /// replica, by identity.
+    admin_addrs: BTreeMap<String, SocketAddr>,
     /// The Service stand-in in front of the replicas; agents use it when set.
     service: Option<ReadyProxy>,
     /// Management API writes made before the hub first started (the test's own setup).
@@ -183,6 +186,7 @@ impl KubeFleet {
             hub: None,
             hub_addr: None,
             replicas: BTreeMap::new(),
+            admin_addrs: BTreeMap::new(),
             service: None,
             http,
         })
@@ -210,6 +214,19 @@ impl KubeFleet {
         let addr = (self.service.as_ref().map(|s| s.addr))
             .or(self.hub_addr)
             .ok_or_else(|| anyhow::anyhow!("the hub has not started"))?;
+        Ok(format!("https://{addr}"))
+    }
+
+    /// The admin listener's base URL of the hub, or with replicas of the one that leads.
+    pub async fn admin_url(&self) -> anyhow::Result<String> {
+        let id = match self.replicas.is_empty() {
+            true => "hub".to_owned(),
+            false => (self.leader().await).ok_or_else(|| anyhow::anyhow!("no replica leads"))?,
+        };
+        let addr = self
+            .admin_addrs
+            .get(&id)
+            .ok_or_else(|| anyhow::anyhow!("{id} has not started"))?;
         Ok(format!("https://{addr}"))
     }
 

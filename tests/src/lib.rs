@@ -1,5 +1,6 @@
 //! fleetpulse-tests: fixtures for end-to-end tests and the no-cluster demo.
 //!
+//! - [`admin_api`]: a GET against a hub listener, with or without a bearer token.
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
 //! - [`detection_sim`]: the failure-detection simulator behind `detection-sim`.
 //! - [`fault_proxy`]: a loopback TCP proxy that delays, drops, blackholes and resets.
@@ -18,6 +19,7 @@
 //! - [`wait`]: waiting for a condition with a deadline instead of sleeping.
 #![forbid(unsafe_code)]
 
+pub mod admin_api;
 pub mod detection_sim;
 pub mod embedded_hub;
 pub mod fault_proxy;

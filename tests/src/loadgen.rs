@@ -76,6 +76,14 @@ pub struct Args {
     /// --manifests-dir; the hub must watch that directory).
     #[arg(long, env = "LOADGEN_URL", requires_all = ["ca", "manifests_dir"])]
     pub url: Option<reqwest::Url>,
+    /// The admin listener of the hub at --url (its read API, to see the clusters loaded);
+    /// the hub's default loopback admin port when not given.
+    #[arg(
+        long,
+        env = "LOADGEN_ADMIN_URL",
+        default_value = "https://localhost:9443"
+    )]
+    pub admin_url: reqwest::Url,
     /// CA certificate (PEM) of the hub at --url.
     #[arg(long, env = "LOADGEN_CA")]
     pub ca: Option<PathBuf>,
@@ -150,7 +158,9 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         t.elapsed().as_secs_f64()
     );
     let mut hub = match (&args.url, &args.ca) {
-        (Some(url), Some(ca)) => HubUnderTest::external(url.clone(), ca, args.hub_pid)?,
+        (Some(url), Some(ca)) => {
+            HubUnderTest::external(url.clone(), args.admin_url.clone(), ca, args.hub_pid)?
+        }
         _ => {
             let bin = hub::hub_binary(args.hub_bin.as_deref())?;
             HubUnderTest::start_embedded(&bin, &manifests, work.path(), args.hub_cpus.as_deref())?

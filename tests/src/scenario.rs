@@ -28,9 +28,12 @@ pub struct Scenario {
     pub pki: Pki,
     /// The simulated clusters, in order (`edge-1`, `edge-2`, ...).
     pub clusters: Vec<SimCluster>,
-    /// The hub's base URL (`https://localhost:PORT`).
+    /// The hub's base URL for agents (`https://localhost:PORT`).
     pub url: Url,
+    /// The base URL of the hub's admin listener: the read API and `/metrics`.
+    pub admin_url: Url,
     addr: SocketAddr,
+    admin_addr: SocketAddr,
     hub: Option<Hub>,
     agents: BTreeMap<usize, AgentHandle>,
     interval: Duration,
@@ -67,7 +70,9 @@ impl Scenario {
         )?;
         let mut scenario = Scenario {
             url: "https://localhost:1".parse()?,
+            admin_url: "https://localhost:1".parse()?,
             addr: "127.0.0.1:0".parse()?,
+            admin_addr: "127.0.0.1:0".parse()?,
             dir,
             pki,
             clusters,
@@ -79,6 +84,7 @@ impl Scenario {
         };
         scenario.start_hub().await?;
         scenario.url = format!("https://localhost:{}", scenario.addr.port()).parse()?;
+        scenario.admin_url = format!("https://localhost:{}", scenario.admin_addr.port()).parse()?;
         Ok(scenario)
     }
 
@@ -89,7 +95,7 @@ impl Scenario {
         Ok(())
     }
 
-    /// Options of the embedded hub (same data directory and address across restarts).
+    /// Options of the embedded hub (same data directory and addresses across restarts).
     pub fn hub_options(&self) -> HubOptions {
         let mut o = HubOptions::new(
             self.dir.path().join("manifests"),
@@ -97,6 +103,7 @@ impl Scenario {
             self.addr,
         );
         o.tls = Some((self.pki.server_cert.clone(), self.pki.server_key.clone()));
+        o.admin.listen = self.admin_addr;
         if let Some((client, args)) = &self.mirrors {
             o.mirror_client = Some(client.clone());
             o.mirrors = args.clone();
@@ -109,6 +116,7 @@ impl Scenario {
         anyhow::ensure!(self.hub.is_none(), "the hub is already running");
         let hub = Hub::start(self.hub_options()).await?;
         self.addr = hub.addr;
+        self.admin_addr = hub.admin_addr;
         self.hub = Some(hub);
         Ok(())
     }

@@ -72,7 +72,7 @@ fn keygen_serve_run_get_and_a_graceful_stop_with_the_real_binaries() -> anyhow::
     let table = String::from_utf8(
         process::run(
             "fleetpulse-hub",
-            &["get", "mc", "--server", &server, "--ca", &ca],
+            &["get", "mc", "--server", &hub.admin, "--ca", &ca],
         )?
         .stdout,
     )?;

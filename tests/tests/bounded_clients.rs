@@ -27,6 +27,7 @@ fn plain_hub(dir: &Path, extra: &[&str]) -> anyhow::Result<(Running, SocketAddr)
     let (manifests, data) = (manifests.display().to_string(), data.display().to_string());
     let mut args = vec!["serve", "--manifests", &manifests, "--data", &data];
     args.extend(["--listen", "127.0.0.1:0", "--insecure-http"]);
+    args.extend(["--admin-listen", "127.0.0.1:0"]);
     args.extend_from_slice(extra);
     let mut hub = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;
     let mut addr = None;
@@ -202,6 +203,8 @@ fn out_of_file_descriptors_the_hub_backs_off_and_its_log_stays_small() -> anyhow
         .args([
             "serve",
             "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
             "127.0.0.1:0",
             "--insecure-http",
             "--manifests",

@@ -147,6 +147,8 @@ async fn the_agent_reads_kubeconfig_and_both_binaries_log_json_in_one_shape() {
         "--insecure-http",
         "--listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
         "--log-format",
         "json",
     ])

@@ -87,6 +87,8 @@ fn a_database_that_is_not_sqlite_stops_the_hub_naming_the_file_and_the_fix() -> 
         &d,
         "--listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
         "--insecure-http",
     ];
     let mut hub = Running::spawn_logged("fleetpulse-hub", "hub", &args)?;

@@ -12,7 +12,7 @@ use fleetpulse_tests::{fleet, wait};
 
 fn cluster_sets(s: &Scenario) -> anyhow::Result<Vec<ClusterSet>> {
     let ca = s.pki.ca_cert.display().to_string();
-    let server = s.url.as_str().trim_end_matches('/').to_owned();
+    let server = s.admin_url.as_str().trim_end_matches('/').to_owned();
     let out = process::run(
         "fleetpulse-hub",
         &[

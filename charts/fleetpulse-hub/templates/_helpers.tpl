@@ -75,6 +75,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.enabled is true but ingress.host is empty: set the host agents connect to, e.g. fleetpulse.example.com" }}
 {{- end }}
+{{- if eq (int .Values.admin.port) (int .Values.containerPort) }}
+{{- fail "admin.port equals containerPort: the admin listener (read API, /metrics) needs a port of its own, e.g. 9443" }}
+{{- end }}
 {{- if and .Values.service.loadBalancerSourceRanges (ne .Values.service.type "LoadBalancer") }}
 {{- fail "service.loadBalancerSourceRanges is set but service.type is not LoadBalancer" }}
 {{- end }}

@@ -60,6 +60,10 @@ pub enum RejectCode {
     KeyInUse,
     /// Rotation: signed by a key that is no longer current (retired after an overlap).
     KeyRetired,
+    /// Admin API: no bearer token, or one the hub does not accept.
+    Unauthenticated,
+    /// Admin API: the token is valid but its user may not read this path.
+    Forbidden,
 }
 
 impl RejectCode {
@@ -91,6 +95,8 @@ impl RejectCode {
             RejectCode::MalformedEnrolment => "malformed_enrolment",
             RejectCode::KeyInUse => "key_in_use",
             RejectCode::KeyRetired => "key_retired",
+            RejectCode::Unauthenticated => "unauthenticated",
+            RejectCode::Forbidden => "forbidden",
         }
     }
 
@@ -116,6 +122,8 @@ impl RejectCode {
             RejectCode::TokenUsed | RejectCode::KeyInUse => 409,
             RejectCode::MalformedEnrolment => 400,
             RejectCode::RateLimited => 429,
+            RejectCode::Unauthenticated => 401,
+            RejectCode::Forbidden => 403,
         }
     }
 
@@ -126,7 +134,7 @@ impl RejectCode {
     }
 
     /// Every code, for docs and exhaustive tests.
-    pub const ALL: [RejectCode; 25] = [
+    pub const ALL: [RejectCode; 27] = [
         RejectCode::BodyTooLarge,
         RejectCode::UnsupportedMediaType,
         RejectCode::MalformedJws,
@@ -152,6 +160,8 @@ impl RejectCode {
         RejectCode::MalformedEnrolment,
         RejectCode::KeyInUse,
         RejectCode::KeyRetired,
+        RejectCode::Unauthenticated,
+        RejectCode::Forbidden,
     ];
 }
 

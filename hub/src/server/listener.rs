@@ -2,11 +2,13 @@
 //! TLS handshake with a deadline, and serves each connection with the router (header,
 //! body and idle timeouts, HTTP/2 stream and reset limits) until shutdown, then drains
 //! open connections. An accept error (e.g. `EMFILE`: out of file descriptors) backs off
-//! instead of spinning, and is logged at most once a second.
+//! instead of spinning, and is logged at most once a second. Both listeners (the agents'
+//! and the admin one) are bound and switched from the standby router to the hub's here.
 
 mod accept;
 mod connection;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,4 +88,21 @@ pub(super) async fn serve(
     {
         tracing::warn!("connections still open after 5s; closing them");
     }
+}
+
+/// A listener bound to `addr`, and the address it got (port 0 resolved).
+pub(super) async fn bound(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), super::HubError> {
+    let listen = |source| super::HubError::Listen { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
+    Ok((listener, bound))
+}
+
+/// Routes each request to the router currently in `routed` (standby, then the hub's).
+pub(super) fn switch(routed: tokio::sync::watch::Receiver<Router>) -> Router {
+    use tower::ServiceExt;
+    Router::new().fallback_service(tower::service_fn(move |request: axum::extract::Request| {
+        let router = routed.borrow().clone();
+        async move { router.oneshot(request).await }
+    }))
 }

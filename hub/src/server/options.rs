@@ -12,7 +12,7 @@ use crate::core::health::Debounce;
 use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::mirrors::MirrorArgs;
-use crate::server::ConnectionLimits;
+use crate::server::{AdminOptions, ConnectionLimits};
 
 /// How to run an embedded hub.
 #[derive(Clone)]
@@ -27,6 +27,9 @@ pub struct HubOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Serve plain HTTP (development only).
     pub insecure_http: bool,
+    /// The admin listener (read API, `/metrics`) and who may read it; by default a free
+    /// loopback port, open.
+    pub admin: AdminOptions,
     /// What any one client may hold: connections, timeouts, HTTP/2 streams.
     pub limits: ConnectionLimits,
     /// This hub's identity, checked against each report's `aud`.
@@ -81,6 +84,7 @@ impl HubOptions {
             listen,
             tls: None,
             insecure_http: false,
+            admin: AdminOptions::loopback(),
             limits: ConnectionLimits::default(),
             audience: "fleetpulse".into(),
             freshness: Freshness::default(),

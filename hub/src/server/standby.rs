@@ -1,8 +1,9 @@
 //! What a hub serves before it leads: probes, and `503 unavailable` for everything else,
 //! so an agent that reaches it backs off and retries. A standby is ready when a Service
 //! can tell the leader by its Pod label (see `kubernetes::leader`), so rolling updates
-//! work; otherwise it is not ready, so a Service routes by readiness to the leader. Its
-//! `/metrics` says only `fleetpulse_hub_leader 0`, so "no replica leads" is a query.
+//! work; otherwise it is not ready, so a Service routes by readiness to the leader. On the
+//! admin port, `/metrics` says only `fleetpulse_hub_leader 0`, so "no replica leads" is a
+//! query, and the read API is `503 unavailable`.
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -29,15 +30,26 @@ pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
-            "/metrics",
-            get(|| async { ([(CONTENT_TYPE, OPENMETRICS)], NOT_LEADER) }),
-        )
-        .route(
             "/readyz",
             get(move || async move { (status, why.to_string()) }),
         )
         .fallback(move || {
             let why = refusal.to_string();
+            async move { Refusal::new(RejectCode::Unavailable, why) }
+        })
+}
+
+/// The admin router of a replica that is loading or standing by: `/metrics` with
+/// `fleetpulse_hub_leader 0`, and `503 unavailable` saying `why` for the read API.
+pub fn admin_router(why: impl Into<std::sync::Arc<str>>) -> Router {
+    let why: std::sync::Arc<str> = why.into();
+    Router::new()
+        .route(
+            "/metrics",
+            get(|| async { ([(CONTENT_TYPE, OPENMETRICS)], NOT_LEADER) }),
+        )
+        .fallback(move || {
+            let why = why.to_string();
             async move { Refusal::new(RejectCode::Unavailable, why) }
         })
 }

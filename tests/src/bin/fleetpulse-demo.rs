@@ -178,8 +178,9 @@ async fn main() -> anyhow::Result<()> {
     s.write_manifest("policy.yaml", POLICY)?;
     s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     println!(
-        "1. A hub is listening on {} (embedded mode, HTTPS with a throwaway CA).",
-        s.url
+        "1. A hub is listening on {} for agents (embedded mode, HTTPS with a throwaway CA),\n   \
+         its read API and /metrics on {} (loopback).",
+        s.url, s.admin_url
     );
     println!(
         "   {n} member clusters are simulated Kubernetes API servers with 3 nodes each; each runs a\n   \
@@ -280,7 +281,7 @@ async fn main() -> anyhow::Result<()> {
     if args.keep_running {
         println!(
             "\nStill running; in another shell:\n  cargo run -p fleetpulse-hub -- get memberclusters --server {} --ca {}\nCtrl-C to stop.",
-            s.url,
+            s.admin_url,
             s.pki.ca_cert.display()
         );
         tokio::signal::ctrl_c().await?;

@@ -148,7 +148,7 @@ impl FaultyFleet {
     pub async fn reachable_all(&self) -> Option<Vec<Reachable>> {
         let url = self
             .hub
-            .url
+            .admin_url
             .join("/v1/memberclusters?namespace=fleet")
             .ok()?;
         let response = self.client.get(url).send().await.ok()?;

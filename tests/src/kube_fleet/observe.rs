@@ -146,7 +146,7 @@ impl KubeFleet {
     /// A sample of the hub's Prometheus metrics, e.g.
     /// `fleetpulse_hub_heartbeats_total{result="accepted"}`.
     pub async fn hub_metric(&self, sample: &str) -> Option<f64> {
-        let url = format!("{}/metrics", self.hub_url().ok()?);
+        let url = format!("{}/metrics", self.admin_url().await.ok()?);
         let text = self.http.get(url).send().await.ok()?.text().await.ok()?;
         text.lines().find_map(|line| {
             let (name, value) = line.rsplit_once(' ')?;

@@ -17,8 +17,9 @@ impl KubeFleet {
     pub async fn start_hub(&mut self) -> anyhow::Result<()> {
         anyhow::ensure!(self.hub.is_none(), "the hub is already running");
         let args = self.hub_args(self.hub_addr, &[]);
-        let (hub, addr) = spawn_hub("hub", &args, "hub serving").await?;
+        let (hub, addr, admin) = spawn_hub("hub", &args, "hub serving").await?;
         self.hub_addr = Some(addr);
+        self.admin_addrs.insert("hub".into(), admin);
         self.hub = Some(hub);
         Ok(())
     }
@@ -35,6 +36,8 @@ impl KubeFleet {
             path(&self.mgmt.kubeconfig),
             "--listen".into(),
             listen,
+            "--admin-listen".into(),
+            "127.0.0.1:0".into(),
             "--tls-cert".into(),
             path(&self.pki.server_cert),
             "--tls-key".into(),
@@ -150,12 +153,13 @@ impl KubeFleet {
 }
 
 /// Starts `fleetpulse-hub` with `args` (its log lines prefixed with `label` in the test's
-/// output) and waits until it logs `needle` with its address (`addr=`, port 0 resolved).
+/// output) and waits until it logs `needle` with its address (`addr=`, port 0 resolved);
+/// returns it with that address and its admin listener's.
 pub(super) async fn spawn_hub(
     label: &str,
     args: &[String],
     needle: &str,
-) -> anyhow::Result<(Running, SocketAddr)> {
+) -> anyhow::Result<(Running, SocketAddr, SocketAddr)> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut hub = Running::spawn_logged("fleetpulse-hub", label, &args)?;
     let mut exited = None;
@@ -174,5 +178,8 @@ pub(super) async fn spawn_hub(
     let addr = hub.logged_addr(needle).ok_or_else(|| {
         anyhow::anyhow!("no addr= in {label}'s log line {:?}", hub.log_line(needle))
     })?;
-    Ok((hub, addr))
+    let admin = hub
+        .logged_addr(crate::embedded_hub::ADMIN_LINE)
+        .ok_or_else(|| anyhow::anyhow!("{label} logged no admin address"))?;
+    Ok((hub, addr, admin))
 }

@@ -79,9 +79,10 @@ impl KubeFleet {
             HUB_NAMESPACE.into(),
         ];
         let args = self.hub_args(former, &leader);
-        let (hub, addr) =
+        let (hub, addr, admin) =
             super::processes::spawn_hub(&format!("hub {id}"), &args, "listening").await?;
         self.replicas.insert(id.to_owned(), (addr, Some(hub)));
+        self.admin_addrs.insert(id.to_owned(), admin);
         Ok(addr)
     }
 

@@ -90,7 +90,7 @@ pub async fn footprint(
     std::fs::write(work.join("ca.pem"), &hub.ca_pem)?;
     let mut agent = start_agent(hub_bin, &hub, &kubeconfig_path, work, interval)?;
     let pid = agent.id();
-    let status = hub.url.join("/v1/memberclusters")?;
+    let status = hub.admin_url.join("/v1/memberclusters")?;
     let ticks = hub::ticks_per_second();
     wait_for(
         &setup,

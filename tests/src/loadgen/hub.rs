@@ -12,8 +12,10 @@ use crate::pki::Pki;
 
 /// A hub the load generator talks to.
 pub struct HubUnderTest {
-    /// Base URL, e.g. `https://localhost:8443`.
+    /// Base URL of the agents' listener, e.g. `https://localhost:8443`.
     pub url: reqwest::Url,
+    /// Base URL of the admin listener (read API), e.g. `https://localhost:9443`.
+    pub admin_url: reqwest::Url,
     /// PEM of the CA that signed the hub's certificate.
     pub ca_pem: Vec<u8>,
     /// The hub's process id, when known (started here, or `--hub-pid`).
@@ -74,7 +76,7 @@ impl HubUnderTest {
             .arg(manifests)
             .arg("--data")
             .arg(&data)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .arg("--tls-cert")
             .arg(&pki.server_cert)
             .arg("--tls-key")
@@ -91,26 +93,30 @@ impl HubUnderTest {
             .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", bin.display()))?;
         let mut hub = Self {
             url: "https://localhost/".parse()?,
+            admin_url: "https://localhost/".parse()?,
             ca_pem: std::fs::read(&pki.ca_cert)?,
             pid: Some(child.id()),
             log: Some(log),
             child: Some(child),
         };
-        let port = hub.listening_port(Duration::from_secs(30))?;
+        let port = hub.logged_port("listening", Duration::from_secs(30))?;
         hub.url = format!("https://localhost:{port}").parse()?;
+        let admin = hub.logged_port(crate::embedded_hub::ADMIN_LINE, Duration::from_secs(30))?;
+        hub.admin_url = format!("https://localhost:{admin}").parse()?;
         Ok(hub)
     }
 
-    /// The port the hub bound (it listens on port 0 and logs `listening addr=...`, so there
-    /// is no race for a free port), waiting for that line up to `timeout`.
-    fn listening_port(&mut self, timeout: Duration) -> anyhow::Result<u16> {
+    /// The port the hub bound (it listens on port 0 and logs `listening addr=...`, or
+    /// `admin API ... addr=...`, so there is no race for a free port), waiting for the line
+    /// containing `needle` up to `timeout`.
+    fn logged_port(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<u16> {
         let start = Instant::now();
         loop {
             let log = self.log.as_ref().map(std::fs::read_to_string);
             if let Some(Ok(text)) = log
                 && let Some(addr) = text
                     .lines()
-                    .filter(|l| l.contains("listening"))
+                    .filter(|l| l.contains(needle))
                     .find_map(crate::process::addr_field)
             {
                 return Ok(addr.port());
@@ -135,9 +141,15 @@ impl HubUnderTest {
     }
 
     /// A hub that is already running.
-    pub fn external(url: reqwest::Url, ca: &Path, pid: Option<u32>) -> anyhow::Result<Self> {
+    pub fn external(
+        url: reqwest::Url,
+        admin_url: reqwest::Url,
+        ca: &Path,
+        pid: Option<u32>,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
             url,
+            admin_url,
             ca_pem: std::fs::read(ca)
                 .map_err(|e| anyhow::anyhow!("cannot read --ca {}: {e}", ca.display()))?,
             pid,
@@ -157,7 +169,7 @@ impl HubUnderTest {
         let clusters = public_keys.len();
         let start = Instant::now();
         let readyz = self.url.join("/readyz")?;
-        let list = self.url.join("/v1/memberclusters?namespace=fleet")?;
+        let list = self.admin_url.join("/v1/memberclusters?namespace=fleet")?;
         let mut ready = false;
         loop {
             if let Some(child) = self.child.as_mut()

@@ -29,6 +29,7 @@ use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_hub::mirrors::{MirrorKind, MirrorState};
 use fleetpulse_hub::server::Hub;
 use fleetpulse_kubesim::{KubeSim, Outcome, PodMatcher, RequestRecord};
+use fleetpulse_tests::admin_api;
 use fleetpulse_tests::fleet::condition_of;
 use fleetpulse_tests::mirror_objects;
 use fleetpulse_tests::pki::Pki;
@@ -319,6 +320,7 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         container_args(&hub_docs, "hub"),
         &[
             ("--listen", "127.0.0.1:0".to_owned()),
+            ("--admin-listen", "127.0.0.1:0".to_owned()),
             ("--tls-cert", pki.server_cert.display().to_string()),
             ("--tls-key", pki.server_key.display().to_string()),
         ],
@@ -408,6 +410,21 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
     })
     .await
     .unwrap();
+    // Prometheus scraping the admin port with its ServiceAccount token: the hub reviews
+    // the token and the access (its TokenReview and SubjectAccessReview grants).
+    let prometheus = "system:serviceaccount:monitoring:prometheus";
+    mgmt.add_token(
+        "prometheus-sa-token",
+        prometheus,
+        &["system:serviceaccounts"],
+    );
+    mgmt.allow_non_resource(prometheus, "get", "/metrics");
+    let metrics = format!("https://localhost:{}/metrics", hub.admin_addr.port());
+    let (status, body) = admin_api::get(&pki.ca_cert, &metrics, Some("prometheus-sa-token"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("fleetpulse_hub_leader 1"), "{body}");
     for agent in agents {
         agent.stop().await.unwrap();
     }

@@ -176,7 +176,7 @@ async fn scrape_running_hub_and_agent(dir: &std::path::Path, probe_port: u16) ->
     .await
     .unwrap()
     .unwrap();
-    let (server, ca) = (hub.server.clone(), hub.ca.clone());
+    let (server, admin, ca) = (hub.server.clone(), hub.admin.clone(), hub.ca.clone());
     let agent_args = [
         "run",
         "--hub",
@@ -262,7 +262,7 @@ async fn scrape_running_hub_and_agent(dir: &std::path::Path, probe_port: u16) ->
     .unwrap();
     let (hub_scrape, _) =
         wait::until_some("the hub's set metrics", Duration::from_secs(60), || async {
-            let text = get(format!("{server}/metrics")).await?;
+            let text = get(format!("{admin}/metrics")).await?;
             let selected =
                 "fleetpulse_hub_set_selected_clusters{kind=\"ClusterSet\",set=\"prod\"} 1";
             let rejected = "fleetpulse_hub_rejected_reports_total{code=\"unknown_key\"";

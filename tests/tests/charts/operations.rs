@@ -69,6 +69,12 @@ fn the_hubs_optional_objects_render_with_their_values() {
         policy["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"],
         "203.0.113.0/24"
     );
+    // The admin port is not open to the agents' sources: only to this cluster's Pods.
+    assert_eq!(policy["spec"]["ingress"][1]["ports"][0]["port"], "admin");
+    assert_eq!(
+        policy["spec"]["ingress"][1]["from"],
+        serde_json::json!([{"namespaceSelector": {}}])
+    );
     let c = container(one(&docs, "Deployment"), "hub");
     let args = c["args"].as_array().unwrap();
     assert!(

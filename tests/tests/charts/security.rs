@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::rbac::{self, Grant, WRITE_VERBS};
 use super::tools::{
-    AGENT_MINIMAL, Chart, NAMESPACE, container, documents, every_rendering, one, render, strings,
+    AGENT_MINIMAL, Chart, NAMESPACE, container, documents, every_rendering, of_kind, one, render,
+    strings,
 };
 
 #[test]
@@ -65,8 +66,47 @@ fn the_hub_is_probed_on_healthz_and_readyz_over_https_and_the_agent_over_http_on
         assert_eq!(c[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
         assert_eq!(c[probe]["httpGet"]["port"], "https", "{probe}");
     }
-    let service = one(&hub, "Service");
-    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    let services = of_kind(&hub, "Service");
+    let named = |suffix: &str| {
+        let name = format!("{}{suffix}", Chart::Hub.fullname());
+        services
+            .iter()
+            .find(|s| s["metadata"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("a Service {name}"))
+    };
+    assert_eq!(
+        services.len(),
+        2,
+        "the agents' Service and the admin Service"
+    );
+    let agents = named("");
+    assert_eq!(agents["spec"]["ports"].as_array().map(Vec::len), Some(1));
+    assert_eq!(agents["spec"]["ports"][0]["targetPort"], "https");
+    // The read API and /metrics: a ClusterIP Service of their own, whatever service.type.
+    let admin = named("-admin");
+    assert_eq!(admin["spec"]["type"], "ClusterIP");
+    assert_eq!(admin["spec"]["ports"][0]["targetPort"], "admin");
+    let args = c["args"].as_array().unwrap();
+    assert!(
+        args.iter().any(|a| a == "--admin-listen=0.0.0.0:9443"),
+        "{args:?}"
+    );
+    assert!(
+        args.iter().any(|a| a == "--admin-auth=kubernetes"),
+        "{args:?}"
+    );
+    let balanced = documents(&render(
+        Chart::Hub,
+        &strings(&["-f", "charts/fleetpulse-hub/ci/loadbalancer-values.yaml"]),
+    ));
+    for service in of_kind(&balanced, "Service") {
+        let admin = service["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("-admin");
+        let expected = if admin { "ClusterIP" } else { "LoadBalancer" };
+        assert_eq!(service["spec"]["type"], expected, "{service}");
+    }
     // The agent's own endpoint (`--listen`, plain HTTP): nothing of the heartbeat loop.
     let agent = documents(&render(Chart::Agent, &strings(AGENT_MINIMAL)));
     let c = container(one(&agent, "Deployment"), "agent");
@@ -142,6 +182,13 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                     ([group], "create" | "update") if group.is_empty() => enrolment,
                     ([group], "create" | "patch") if group == "events.k8s.io" => {
                         r.resources == ["events"]
+                    }
+                    // Reviews of the admin port's callers: answered, nothing stored.
+                    ([group], "create") if group == "authentication.k8s.io" => {
+                        r.resources == ["tokenreviews"]
+                    }
+                    ([group], "create") if group == "authorization.k8s.io" => {
+                        r.resources == ["subjectaccessreviews"]
                     }
                     ([group], "create" | "patch") if group == "coordination.k8s.io" => {
                         r.resources == ["leases"] && g.namespace.as_deref() == Some(NAMESPACE)

@@ -30,7 +30,11 @@ fn optional_features_render_their_objects() {
     }
     let monitor = one(&hub, "ServiceMonitor");
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
-    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "https");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "admin");
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"]["fleetpulse.io/service"],
+        "admin"
+    );
     assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
     let deployment = one(&hub, "Deployment");
     assert_eq!(deployment["spec"]["replicas"], 2);

@@ -1,0 +1,120 @@
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::routing::get;
+use tower::ServiceExt;
+
+use super::*;
+
+fn options(listen: &str, token_file: Option<PathBuf>) -> AdminOptions {
+    AdminOptions {
+        listen: listen.parse::<SocketAddr>().unwrap(),
+        auth: AdminAuth::Auto,
+        token_file,
+    }
+}
+
+async fn answer(app: &Router, authorization: Option<&str>) -> (StatusCode, String, bool) {
+    let mut request = Request::get("/v1/memberclusters");
+    if let Some(value) = authorization {
+        request = request.header(AUTHORIZATION, value);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let challenged = response.headers().contains_key(WWW_AUTHENTICATE);
+    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+        .await
+        .unwrap();
+    (
+        status,
+        String::from_utf8_lossy(&body).into_owned(),
+        challenged,
+    )
+}
+
+fn read_api() -> Router {
+    Router::new().route("/v1/memberclusters", get(|| async { "the list" }))
+}
+
+#[tokio::test]
+async fn a_token_file_admits_exactly_its_token_and_refuses_others_with_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admin-token");
+    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
+    let guard = Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap();
+    let app = protect(read_api(), guard);
+
+    let (status, body, challenged) = answer(&app, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(challenged, "a 401 names the Bearer scheme");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["code"], "unauthenticated");
+    assert!(body["message"].as_str().unwrap().contains("--token-file"));
+
+    for wrong in [
+        "Bearer s3cret-admin-toke",
+        "Bearer s3cret-admin-token2",
+        "Basic s3cret-admin-token",
+    ] {
+        let (status, body, _) = answer(&app, Some(wrong)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{wrong}");
+        assert!(
+            !body.contains("s3cret"),
+            "the token is never echoed: {body}"
+        );
+    }
+    let (status, body, _) = answer(&app, Some("Bearer s3cret-admin-token")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "the list"));
+    let (status, _, _) = answer(&app, Some("bearer s3cret-admin-token")).await;
+    assert_eq!(status, StatusCode::OK, "the scheme is case-insensitive");
+}
+
+#[tokio::test]
+async fn a_loopback_address_without_a_token_file_is_open() {
+    let guard = Guard::new(&options("127.0.0.1:9443", None), None).unwrap();
+    assert!(matches!(guard, Guard::Open));
+    let (status, _, _) = answer(&protect(read_api(), guard), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let v6 = Guard::new(&options("[::1]:9443", None), None).unwrap();
+    assert!(matches!(v6, Guard::Open));
+}
+
+#[test]
+fn an_embedded_hub_refuses_a_non_loopback_admin_address_without_a_token() {
+    let err = Guard::new(&options("0.0.0.0:9443", None), None)
+        .err()
+        .expect("refused");
+    let message = err.to_string();
+    assert!(message.contains("0.0.0.0:9443"), "{message}");
+    assert!(message.contains("--admin-token-file"), "{message}");
+}
+
+#[test]
+fn explicit_modes_say_what_they_are_missing() {
+    let mut opts = options("127.0.0.1:9443", None);
+    opts.auth = AdminAuth::Token;
+    let err = Guard::new(&opts, None).err().expect("refused").to_string();
+    assert!(err.contains("--admin-token-file"), "{err}");
+    opts.auth = AdminAuth::Kubernetes;
+    let err = Guard::new(&opts, None).err().expect("refused").to_string();
+    assert!(err.contains("--kube"), "{err}");
+}
+
+#[test]
+fn an_empty_or_missing_token_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "  \n").unwrap();
+    for path in [empty, dir.path().join("missing")] {
+        let err = Guard::new(&options("0.0.0.0:9443", Some(path.clone())), None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
+}
