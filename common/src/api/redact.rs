@@ -19,11 +19,12 @@ impl ClusterCheck {
     }
 }
 
-fn redact_checks<'a>(checks: impl Iterator<Item = &'a mut ClusterCheck>) {
-    checks.for_each(ClusterCheck::redact);
-}
-
-fn redact_meta(meta: &mut ObjectMeta) {
+/// Redacts both check lists and drops the last-applied copy of the spec.
+fn redact(meta: &mut ObjectMeta, readiness: &mut [ClusterCheck], liveness: &mut [ClusterCheck]) {
+    readiness
+        .iter_mut()
+        .chain(liveness)
+        .for_each(ClusterCheck::redact);
     if let Some(annotations) = &mut meta.annotations {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
@@ -34,9 +35,11 @@ impl MemberCluster {
     /// copy of the spec.
     pub fn redacted(mut self) -> Self {
         let spec = &mut self.spec;
-        redact_checks(spec.readiness_checks.iter_mut());
-        redact_checks(spec.liveness_checks.iter_mut());
-        redact_meta(&mut self.metadata);
+        redact(
+            &mut self.metadata,
+            &mut spec.readiness_checks,
+            &mut spec.liveness_checks,
+        );
         self
     }
 }
@@ -46,9 +49,11 @@ impl HealthPolicy {
     /// copy of the spec.
     pub fn redacted(mut self) -> Self {
         let spec = &mut self.spec;
-        redact_checks(spec.readiness_checks.iter_mut());
-        redact_checks(spec.liveness_checks.iter_mut());
-        redact_meta(&mut self.metadata);
+        redact(
+            &mut self.metadata,
+            &mut spec.readiness_checks,
+            &mut spec.liveness_checks,
+        );
         self
     }
 }
