@@ -8,6 +8,7 @@ pub mod crds;
 pub mod health_policy;
 pub mod member_cluster;
 pub mod mirror;
+pub mod redact;
 pub mod schema;
 pub mod validate;
 

@@ -10,12 +10,15 @@
 //! - [`verify`]: the single-core `verify_strict` rate, measured in the same run.
 //! - [`stats`]: tallies, percentiles and the machine-readable last line.
 //! - [`agent`]: the agent's own footprint (`--agent-footprint`), idle and with a check.
+//! - [`hostile`]: slow connections and bad-signature bursts beside the fleet
+//!   (`--slow-connections`, `--bad-signature-burst`), with the hub's log growth.
 //!
 //! docs/performance.md describes the method and the figures.
 
 pub mod agent;
 pub mod client;
 pub mod drive;
+pub mod hostile;
 pub mod hub;
 pub mod reports;
 pub mod stats;
@@ -115,6 +118,16 @@ pub struct Args {
     /// Run the load generator itself on these CPUs only (a `taskset` list such as `0`).
     #[arg(long, env = "LOADGEN_CPUS", value_name = "LIST")]
     pub loadgen_cpus: Option<String>,
+    /// Hold this many slow connections open beside the fleet (idle, slow headers, slow
+    /// body; reopened when the hub closes them) and report the hub's log growth.
+    #[arg(long, env = "LOADGEN_SLOW_CONNECTIONS", default_value_t = 0)]
+    pub slow_connections: usize,
+    /// Send bursts of this many reports with a spoiled signature beside the fleet.
+    #[arg(long, env = "LOADGEN_BAD_SIGNATURE_BURST", default_value_t = 0)]
+    pub bad_signature_burst: usize,
+    /// Seconds between the starts of two bad-signature bursts.
+    #[arg(long, env = "LOADGEN_BAD_SIGNATURE_EVERY_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bad_signature_every_seconds: u64,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -243,7 +256,10 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         args.hub_cpus.as_deref().unwrap_or("any"),
         args.loadgen_cpus.as_deref().unwrap_or("any"),
     );
+    let hostile = hostile::Hostile::of(&args, &hub.url, &hub.ca_pem, &agents[0]);
+    let attack = hostile::Attack::start(hostile, hub.log.as_deref())?;
     let mut driven = drive::drive(&agents, &clients, &hub.url, schedule, &probe).await?;
+    attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
     let end = probe();
     hub.stop();
     Ok(summarize(&args, &mut driven, verify.per_core, end))

@@ -73,6 +73,8 @@ struct Shared {
     /// The client pod checks create pods with (none without a Kubernetes API).
     pods_client: Option<kube::Client>,
     pod_checks: Mutex<BTreeMap<String, pods::PodCheck>>,
+    /// Where HTTP probes read header values from (Secrets of the checks namespace).
+    secrets: probe::SecretSource,
     shutdown: CancellationToken,
 }
 
@@ -108,9 +110,10 @@ impl CheckEngine {
             state: Mutex::new(state),
             changed: Notify::new(),
             has_api: reader.has_api(),
-            options,
             pods_client,
             pod_checks: Mutex::new(BTreeMap::new()),
+            secrets: probe::SecretSource::new(reader.clone(), options.checks_namespace.clone()),
+            options,
             shutdown: shutdown.clone(),
         });
         tokio::spawn(dispatch::run(shared.clone(), reader, shutdown));
@@ -139,10 +142,14 @@ fn timeout(check: &ClusterCheck) -> Duration {
     Duration::from_secs(check.timeout_seconds.unwrap_or(5).into())
 }
 
-/// Runs one non-Lua check once.
-pub async fn run_one(reader: &Reader, check: &ClusterCheck) -> RunOutcome {
+/// Runs one non-Lua check once; an HTTP probe reads its headers' Secrets from `secrets`.
+pub async fn run_one(
+    reader: &Reader,
+    secrets: &probe::SecretSource,
+    check: &ClusterCheck,
+) -> RunOutcome {
     if let Some(p) = &check.http {
-        probe::run_http(p, timeout(check)).await
+        probe::run_http_with(p, secrets, timeout(check)).await
     } else if let Some(p) = &check.tcp {
         probe::run_tcp(p, timeout(check)).await
     } else if let Some(c) = &check.ready_nodes {

@@ -11,6 +11,7 @@ use fleetpulse_common::lua::LuaLimits;
 
 use super::engine::run_one;
 use super::lua_check::{self, LuaCheck};
+use super::probe::SecretSource;
 use super::resources::{Reader, StaticReader};
 
 /// One check's offline result.
@@ -50,7 +51,7 @@ pub async fn evaluate(
             let o = lua_outcomes.next().expect("one outcome per Lua check");
             (Some(o.passing), o.message)
         } else if check.ready_nodes.is_some() || check.ready_pods.is_some() {
-            let o = run_one(&reader, check).await;
+            let o = run_one(&reader, &SecretSource::none(), check).await;
             (Some(o.passing), o.message)
         } else {
             (

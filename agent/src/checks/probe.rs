@@ -3,7 +3,9 @@
 //!
 //! - [`target`]: the probe spec turned into what to call (pure), and [`ProbeSpecError`]
 //!   for a spec that names no target, or two.
-//! - [`http`]: [`run_http`] and [`HttpProber`] (build once, run every period).
+//! - [`http`]: [`run_http_with`] and [`HttpProber`] (build once, run every period).
+//! - [`headers`]: request headers with their values resolved, from Secrets of the checks
+//!   namespace through a short-lived cache ([`SecretSource`]).
 //! - [`tcp`]: the TCP probe, [`run_tcp`].
 //! - [`tls`]: the rustls client configuration of an HTTPS probe (`caBundle`, system roots,
 //!   or `insecureSkipVerify`).
@@ -11,6 +13,7 @@
 //! Every run yields a [`RunOutcome`](super::RunOutcome); nothing here returns an error to
 //! the caller: a bad spec is a failing outcome whose message names the field to fix.
 
+pub mod headers;
 pub mod http;
 pub mod target;
 pub mod tcp;
@@ -26,7 +29,8 @@ mod tls_tests;
 use std::error::Error as StdError;
 use std::time::Duration;
 
-pub use http::{HttpProber, run_http};
+pub use headers::SecretSource;
+pub use http::{HttpProber, run_http, run_http_with};
 pub use target::ProbeSpecError;
 pub use tcp::run_tcp;
 

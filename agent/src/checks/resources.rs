@@ -16,6 +16,9 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 use fleetpulse_common::checks::query::Query;
+use k8s_openapi::api::core::v1::Secret;
+
+use super::probe::headers::SecretData;
 
 /// Objects could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +46,24 @@ pub trait ResourceReader: Send + Sync + 'static {
     fn list(&self, query: &Query) -> impl Future<Output = Result<Vec<Value>, ReadError>> + Send;
     /// The API server's `/readyz`: `Ok(body)` when ready.
     fn readyz(&self) -> impl Future<Output = Result<String, ReadError>> + Send;
+    /// The data of Secret `namespace/name` (what HTTP probe headers reference), `None`
+    /// when there is no such Secret.
+    fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<SecretData>, ReadError>> + Send;
+}
+
+/// A Secret's `data` (and `stringData`, which objects held in memory may use) by key.
+fn secret_data(secret: Secret) -> SecretData {
+    let mut data: SecretData = (secret.data.into_iter().flatten())
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    for (k, v) in secret.string_data.into_iter().flatten() {
+        data.insert(k, v.into_bytes());
+    }
+    data
 }
 
 fn describe(query: &Query) -> String {
@@ -103,6 +124,22 @@ impl ResourceReader for StaticReader {
                 what: "/readyz".into(),
             })
         }
+    }
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ReadError> {
+        let found = self
+            .objects
+            .read()
+            .iter()
+            .find(|o| {
+                o["apiVersion"] == "v1"
+                    && o["kind"] == "Secret"
+                    && o["metadata"]["namespace"] == namespace
+                    && o["metadata"]["name"] == name
+            })
+            .cloned();
+        Ok(found
+            .and_then(|o| serde_json::from_value::<Secret>(o).ok())
+            .map(secret_data))
     }
 }
 
@@ -176,6 +213,14 @@ impl ResourceReader for KubeReader {
                 source,
             })
     }
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ReadError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get_opt(name).await.map_err(|source| ReadError::Api {
+            what: format!("Secret {namespace}/{name}"),
+            source,
+        })?;
+        Ok(secret.map(secret_data))
+    }
 }
 
 /// The reader an agent runs with: the cluster's API, objects in memory, or none (an agent
@@ -214,6 +259,15 @@ impl ResourceReader for Reader {
             Reader::Static(r) => r.readyz().await,
             Reader::None => Err(ReadError::NoApi {
                 what: "/readyz".into(),
+            }),
+        }
+    }
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ReadError> {
+        match self {
+            Reader::Kube(r) => r.secret(namespace, name).await,
+            Reader::Static(r) => r.secret(namespace, name).await,
+            Reader::None => Err(ReadError::NoApi {
+                what: format!("Secret {namespace}/{name}"),
             }),
         }
     }

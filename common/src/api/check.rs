@@ -12,8 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod http;
 mod resource_selector;
 
+pub use http::{HeaderValueSource, HttpHeader, HttpProbe, HttpScheme, REDACTED, SecretKeySelector};
 pub use resource_selector::{
     CelRule, LabelFilter, LabelFilterOperation, ResourceSelector, SelectorSpec,
 };
@@ -197,61 +199,6 @@ pub struct ServiceRef {
     /// Port number of the Service.
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
-}
-
-/// An HTTP probe, as the kubelet's `httpGet` behaves: any expected status passes.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct HttpProbe {
-    /// Full URL to call. Either `url` or `service`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// In-cluster Service to call. Either `url` or `service`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<ServiceRef>,
-    /// Path for `service` (default `/`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// `HTTP` or `HTTPS` for `service` (default `HTTP`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheme: Option<HttpScheme>,
-    /// HTTP method (default `GET`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[A-Z]+$"))]
-    pub method: Option<String>,
-    /// Extra request headers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub http_headers: Vec<HttpHeader>,
-    /// Statuses that pass (default: 200-399, as the kubelet).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expected_statuses: Vec<u16>,
-    /// PEM CA bundle to verify an HTTPS endpoint against.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_bundle: Option<String>,
-    /// Do not verify the HTTPS certificate (as the kubelet does).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub insecure_skip_verify: bool,
-}
-
-/// URL scheme of an HTTP probe.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum HttpScheme {
-    /// Plain HTTP.
-    #[default]
-    #[serde(rename = "HTTP")]
-    Http,
-    /// HTTPS.
-    #[serde(rename = "HTTPS")]
-    Https,
-}
-
-/// An HTTP header.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct HttpHeader {
-    /// Header name.
-    pub name: String,
-    /// Header value.
-    pub value: String,
 }
 
 /// A TCP probe: passes when a connection opens.

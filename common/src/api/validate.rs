@@ -169,6 +169,20 @@ impl ClusterCheck {
                     .map_err(|e| err(format!("{at}.evaluateCEL[{j}].rule"), e.to_string()))?;
             }
         }
+        if let Some(http) = &self.http {
+            for (i, header) in http.http_headers.iter().enumerate() {
+                if header.value.is_some() == header.value_from.is_some() {
+                    return Err(err(
+                        format!("{path}.http.httpHeaders[{i}]"),
+                        format!(
+                            "header {:?}: set exactly one of value and valueFrom.secretKeyRef \
+                             (a Secret of the managed cluster, for credentials)",
+                            header.name
+                        ),
+                    ));
+                }
+            }
+        }
         if self.for_.is_some() && self.duration.is_some() {
             return Err(err(
                 path,
@@ -244,6 +258,34 @@ mod tests {
             e.field,
             "spec.livenessChecks[0].resourceSelectors[0].evaluateCEL[0].rule"
         );
+    }
+
+    #[test]
+    fn a_header_needs_exactly_one_of_value_and_value_from() {
+        let mut header = crate::api::HttpHeader::from_secret("Authorization", "probe", "token");
+        let mut check = ClusterCheck {
+            name: "api".into(),
+            http: Some(crate::api::HttpProbe {
+                url: Some("https://api.test/".into()),
+                http_headers: vec![header.clone()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(check.validate("spec.livenessChecks[0]"), Ok(()));
+        header.value = Some("Bearer x".into());
+        check.http.as_mut().unwrap().http_headers = vec![header.clone()];
+        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
+        assert_eq!(e.field, "spec.livenessChecks[0].http.httpHeaders[0]");
+        assert!(
+            e.problem.contains("exactly one of value and valueFrom"),
+            "{}",
+            e.problem
+        );
+        header.value_from = None;
+        header.value = None;
+        check.http.as_mut().unwrap().http_headers = vec![header];
+        assert!(check.validate("spec.livenessChecks[0]").is_err());
     }
 
     #[test]

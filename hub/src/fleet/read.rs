@@ -10,7 +10,9 @@ use crate::core::brake::BrakeState;
 use crate::ids::{ClusterId, SetKey};
 
 impl Fleet {
-    /// Every MemberCluster with its live status and membership labels, for the read API.
+    /// Every MemberCluster with its live status and membership labels, for the read API:
+    /// inline header values redacted ([`MemberCluster::redacted`]); agents get them in
+    /// their config only.
     pub fn member_clusters(&self) -> Vec<MemberCluster> {
         let mut membership = self.membership_labels();
         self.registry()
@@ -26,7 +28,7 @@ impl Fleet {
                         labels.insert(key, MEMBERSHIP_LABEL_VALUE.to_owned());
                     }
                 }
-                mc
+                mc.redacted()
             })
             .collect()
     }

@@ -149,9 +149,12 @@ impl Fleet {
             .collect()
     }
 
-    /// Every HealthPolicy with its status, `Degraded` while its rollout brake is tripped.
+    /// Every HealthPolicy with its status, `Degraded` while its rollout brake is tripped,
+    /// as the read API shows it (inline header values redacted: `HealthPolicy::redacted`).
     pub fn health_policies(&self) -> Vec<HealthPolicy> {
-        let mut policies = self.registry().health_policies();
+        let mut policies: Vec<HealthPolicy> = (self.registry().health_policies().into_iter())
+            .map(HealthPolicy::redacted)
+            .collect();
         let sets = self.sets.lock();
         for p in &mut policies {
             let source = policy_key(p);

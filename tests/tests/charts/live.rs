@@ -2,7 +2,8 @@
 //! Kubernetes mode with exactly the flags the hub chart renders (TLS paths and listen
 //! address swapped for the test's), against a recording simulated management cluster
 //! (kubesim). Two agents run with exactly the flags the agent chart renders, each against
-//! its own simulated member cluster, with a Lua check, a built-in and a pod check. The
+//! its own simulated member cluster, with a Lua check, a built-in, a pod check and an HTTP
+//! probe whose header comes from a Secret (`checks.secretNames`). The
 //! selected cluster's pod check starts failing and the ClusterSet fails over. Then every
 //! call each made must be allowed by the rendered rules, and every permission the agent
 //! chart grants must have been used, except the listed, justified ones.
@@ -43,6 +44,9 @@ const FLEET: &str = "fleet";
 /// Where the agents' pod checks run (not the release namespace, to tell the Roles apart).
 const CHECKS_NAMESPACE: &str = "fleetpulse-checks";
 const CLUSTERS: [&str; 2] = ["edge-1", "edge-2"];
+/// The Secret of the checks namespace the HTTP probe's header comes from.
+const PROBE_SECRET: &str = "probe-token";
+const PROBE_TOKEN: &str = "Bearer probe-s3cret";
 const TIMEOUT: Duration = Duration::from_secs(40);
 
 fn container_args(docs: &[Value], container: &str) -> Vec<String> {
@@ -85,9 +89,27 @@ async fn namespaces(sim: &KubeSim, names: &[&str]) {
     }
 }
 
-/// The MemberCluster with a Lua check over nodes, a built-in, a pod check, and a hub-side
-/// check over KeptnMetrics on the management cluster.
-fn member_cluster(name: &str, public_key: &str) -> Value {
+/// A loopback endpoint answering 200 only with `Authorization: PROBE_TOKEN`.
+async fn private_endpoint() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(|headers: axum::http::HeaderMap| async move {
+            match headers.get("authorization") {
+                Some(v) if v.as_bytes() == PROBE_TOKEN.as_bytes() => axum::http::StatusCode::OK,
+                _ => axum::http::StatusCode::UNAUTHORIZED,
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The MemberCluster with a Lua check over nodes, a built-in, a pod check, an HTTP probe
+/// of `private` with its header from a Secret, and a hub-side check over KeptnMetrics on
+/// the management cluster.
+fn member_cluster(name: &str, public_key: &str, private: std::net::SocketAddr) -> Value {
     json!({
         "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
         "metadata": {"name": name, "namespace": FLEET, "labels": {"region": "eu"}},
@@ -98,6 +120,8 @@ fn member_cluster(name: &str, public_key: &str) -> Value {
                 {"name": "nodes-ready", "resourceSelectors": [{"version": "v1", "kind": "Node"}],
                  "condition": "function evaluate() return {pass = #resources > 0, message = #resources .. ' nodes'} end"},
                 {"name": "all-nodes", "readyNodes": {"minPercent": 100}},
+                {"name": "private-api", "http": {"url": format!("http://{private}/"), "httpHeaders": [
+                    {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": PROBE_SECRET, "key": "token"}}}]}},
                 {"name": "error-rate", "resourceSelectors": [{"group": "metrics.keptn.sh", "version": "v1", "kind": "KeptnMetric", "fromHub": true}],
                  "condition": "function evaluate() return {pass = true, message = #resources .. ' metrics'} end"},
                 {"name": "dns", "pod": {
@@ -123,6 +147,8 @@ fn agent_docs(cluster: &str, hub_port: u16, ca: &std::path::Path) -> Vec<Value> 
             &format!("hub.caBundle={}", ca.display()),
             "--set",
             &format!("checks.namespace={CHECKS_NAMESPACE}"),
+            "--set",
+            &format!("checks.secretNames={{{PROBE_SECRET}}}"),
             "--set",
             "intervalSeconds=1",
         ]),
@@ -269,8 +295,17 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
     }
     let members: Vec<KubeSim> = CLUSTERS.iter().map(|_| KubeSim::new()).collect();
     let mut member_marks = Vec::new();
+    let private = private_endpoint().await;
     for (name, member) in CLUSTERS.iter().zip(&members) {
         namespaces(member, &[NAMESPACE, CHECKS_NAMESPACE]).await;
+        create(
+            &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+                member.client(),
+                CHECKS_NAMESPACE,
+            ),
+            json!({"metadata": {"name": PROBE_SECRET}, "stringData": {"token": PROBE_TOKEN}}),
+        )
+        .await;
         member_marks.push(member.requests().len());
         // The agent's first start generates its key (the same call start_agent makes).
         let (key, created) =
@@ -281,7 +316,7 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
         let public_key = keys::public_key_string(&key.verifying_key());
         create(
             &Api::<MemberCluster>::namespaced(mgmt.client(), FLEET),
-            member_cluster(name, &public_key),
+            member_cluster(name, &public_key, private),
         )
         .await;
     }
@@ -487,6 +522,7 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
             "the agent chart does not grant calls the agent made: {denied:#?}"
         );
         assert!(has(&requests, "create", "pods", Some(CHECKS_NAMESPACE)));
+        assert!(has(&requests, "get", "secrets", Some(CHECKS_NAMESPACE)));
         assert!(!has(&requests, "create", "pods", Some(NAMESPACE)));
         all_requests.extend(requests);
     }

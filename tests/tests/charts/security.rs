@@ -243,7 +243,15 @@ fn agent_rbac_reads_cluster_wide_but_touches_secrets_and_creates_pods_only_in_it
                     "{name}: {r:?}"
                 );
             }
-            if r.resources.iter().any(|x| x == "secrets") {
+            if r.resources.iter().any(|x| x == "secrets") && g.source.ends_with("-probe-secrets") {
+                // checks.secretNames: get on exactly those, in the checks namespace.
+                secret_rules += 1;
+                assert_eq!(g.namespace.as_deref(), Some(checks_ns), "{name}: {r:?}");
+                assert!(
+                    r.verbs == ["get"] && r.resource_names == ["probe-token"],
+                    "{name}: {r:?}"
+                );
+            } else if r.resources.iter().any(|x| x == "secrets") {
                 secret_rules += 1;
                 assert_eq!(g.namespace.as_deref(), Some(NAMESPACE), "{name}: {r:?}");
                 let named = !r.resource_names.is_empty();
@@ -259,7 +267,12 @@ fn agent_rbac_reads_cluster_wide_but_touches_secrets_and_creates_pods_only_in_it
                 assert_eq!(g.namespace.as_deref(), Some(checks_ns), "{name}: {r:?}");
             }
         }
-        let expected_secret_rules = if name == "existing key" { 0 } else { 2 };
+        // The key's two; all features adds the probe Secrets' (checks.secretNames).
+        let expected_secret_rules = match name {
+            "existing key" => 0,
+            "all features" => 3,
+            _ => 2,
+        };
         assert_eq!(secret_rules, expected_secret_rules, "{name}");
     }
 }

@@ -152,7 +152,7 @@ async fn other(shared: Arc<Shared>, reader: Reader, due: Due) {
     let started = Instant::now();
     let outcome = match due.check.pod.is_some() {
         true => shared.pod_outcome(&due.check.name),
-        false => run_one(&reader, &due.check).await,
+        false => run_one(&reader, &shared.secrets, &due.check).await,
     };
     let took = started.elapsed();
     let run = CheckRun {

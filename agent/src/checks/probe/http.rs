@@ -6,18 +6,21 @@
 //!   default, as in the kubelet, which also only warns);
 //! - no proxy (the kubelet ignores `HTTP_PROXY` for probes), no connection reuse, HTTP/1.1;
 //! - a `User-Agent: fleetpulse-agent/<version>` and `Accept: */*` unless `httpHeaders`
-//!   sets them.
+//!   sets them; header values from Secrets are resolved by [`super::headers`], and no
+//!   message ever contains a header value.
 //!
 //! Build an [`HttpProber`] once per spec and [`run`](HttpProber::run) it every period, or
-//! call [`run_http`], which builds one per call (and loads the system roots each time).
+//! call [`run_http_with`], which resolves the headers and builds one per call (and loads
+//! the system roots each time).
 
 use std::time::Duration;
 
-use fleetpulse_common::api::check::{HttpHeader, HttpProbe};
+use fleetpulse_common::api::check::HttpProbe;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, LOCATION, USER_AGENT};
 use reqwest::redirect::{Attempt, Policy};
 use reqwest::{Client, Method, Response, StatusCode, Url};
 
+use super::headers::{ResolvedHeader, SecretSource};
 use super::target::{self, ProbeSpecError};
 use super::tls::{self, Verification};
 use super::{describe_error, format_timeout};
@@ -28,10 +31,32 @@ pub const MAX_REDIRECTS: usize = 10;
 /// How much of a failing response's body goes into the message.
 const BODY_SNIPPET_CHARS: usize = 200;
 
-/// Runs one HTTP probe: builds an [`HttpProber`] for `probe` and runs it once. A spec that
-/// cannot be run is a failing outcome naming the field to fix.
+/// Runs one HTTP probe whose headers are all inline (a header from a Secret fails: there
+/// is no Secret to read); see [`run_http_with`].
 pub async fn run_http(probe: &HttpProbe, timeout: Duration) -> RunOutcome {
-    match HttpProber::new(probe) {
+    run_http_with(probe, &SecretSource::none(), timeout).await
+}
+
+/// Runs one HTTP probe: resolves its headers from `secrets` (within `timeout`; a Secret
+/// read from the cache takes no time), builds an [`HttpProber`] and runs it once (within
+/// `timeout` again). A spec that cannot be run, or a header whose Secret
+/// or key is missing, is a failing outcome naming what to fix.
+pub async fn run_http_with(
+    probe: &HttpProbe,
+    secrets: &SecretSource,
+    timeout: Duration,
+) -> RunOutcome {
+    let headers = match tokio::time::timeout(timeout, secrets.resolve(&probe.http_headers)).await {
+        Ok(Ok(headers)) => headers,
+        Ok(Err(error)) => return RunOutcome::fail(format!("http probe header: {error}")),
+        Err(_elapsed) => {
+            return RunOutcome::fail(format!(
+                "http probe: reading the headers' Secrets timed out after {}",
+                format_timeout(timeout)
+            ));
+        }
+    };
+    match HttpProber::new(probe, &headers) {
         Ok(prober) => prober.run(timeout).await,
         Err(error) => RunOutcome::fail(format!("invalid http probe: {error}")),
     }
@@ -48,12 +73,13 @@ pub struct HttpProber {
 }
 
 impl HttpProber {
-    /// Checks `probe` and builds its client. HTTPS is verified against `caBundle`, else
-    /// the system roots, unless `insecureSkipVerify`.
-    pub fn new(probe: &HttpProbe) -> Result<Self, ProbeSpecError> {
+    /// Checks `probe` and builds its client, sending `headers` (the probe's `httpHeaders`
+    /// resolved). HTTPS is verified against `caBundle`, else the system roots, unless
+    /// `insecureSkipVerify`.
+    pub fn new(probe: &HttpProbe, headers: &[ResolvedHeader]) -> Result<Self, ProbeSpecError> {
         let url = target::http_url(probe)?;
         let method = parse_method(probe.method.as_deref())?;
-        let headers = request_headers(&probe.http_headers)?;
+        let headers = request_headers(headers)?;
         let verification = match (probe.ca_bundle.as_deref(), probe.insecure_skip_verify) {
             (Some(_), true) => return Err(ProbeSpecError::CaBundleAndInsecure),
             (Some(pem), false) => Verification::CaBundle(pem),
@@ -201,17 +227,25 @@ fn parse_method(method: Option<&str>) -> Result<Method, ProbeSpecError> {
 }
 
 /// `httpHeaders` (repeated names are all sent), then the defaults they do not override.
-fn request_headers(headers: &[HttpHeader]) -> Result<HeaderMap, ProbeSpecError> {
+/// Errors name the header, never its value.
+fn request_headers(headers: &[ResolvedHeader]) -> Result<HeaderMap, ProbeSpecError> {
     let mut map = HeaderMap::new();
-    for (index, header) in headers.iter().enumerate() {
+    for header in headers {
         let bad = |reason: String| ProbeSpecError::BadHeader {
-            index,
+            index: header.index,
             name: header.name.clone(),
             reason,
         };
         let name = HeaderName::from_bytes(header.name.as_bytes())
             .map_err(|e| bad(format!("name: {e}")))?;
-        let value = HeaderValue::from_str(&header.value).map_err(|e| bad(format!("value: {e}")))?;
+        let mut value = HeaderValue::from_bytes(&header.value).map_err(|_| {
+            bad(
+                "the value holds a character a header cannot carry (a trailing newline \
+                 in a Secret? create it with `kubectl create secret generic --from-literal`)"
+                    .to_owned(),
+            )
+        })?;
+        value.set_sensitive(true);
         map.append(name, value);
     }
     let agent = concat!("fleetpulse-agent/", env!("CARGO_PKG_VERSION"));
@@ -248,12 +282,12 @@ mod tests {
     use super::*;
 
     fn prober(expected: Vec<u16>) -> HttpProber {
-        HttpProber::new(&HttpProbe {
+        let probe = HttpProbe {
             url: Some("http://127.0.0.1:1/".into()),
             expected_statuses: expected,
             ..HttpProbe::default()
-        })
-        .unwrap()
+        };
+        HttpProber::new(&probe, &[]).unwrap()
     }
 
     #[test]
@@ -280,11 +314,7 @@ mod tests {
 
     #[test]
     fn custom_headers_override_the_defaults() {
-        let map = request_headers(&[HttpHeader {
-            name: "User-Agent".into(),
-            value: "probe/1".into(),
-        }])
-        .unwrap();
+        let map = request_headers(&[header("User-Agent", "probe/1")]).unwrap();
         assert_eq!(map.get_all(USER_AGENT).iter().count(), 1);
         assert_eq!(map[USER_AGENT], "probe/1");
         assert_eq!(map[ACCEPT], "*/*");
@@ -292,11 +322,26 @@ mod tests {
 
     #[test]
     fn invalid_header_names_its_position() {
-        let err = request_headers(&[HttpHeader {
-            name: "bad header".into(),
-            value: "x".into(),
-        }])
-        .unwrap_err();
+        let err = request_headers(&[header("bad header", "x")]).unwrap_err();
         assert!(err.to_string().contains("httpHeaders[0]"), "{err}");
+    }
+
+    #[test]
+    fn an_invalid_value_is_refused_without_echoing_it() {
+        let err = request_headers(&[header("Authorization", "Bearer s3cret\n")]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("httpHeaders[0]") && text.contains("newline"),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    fn header(name: &str, value: &str) -> ResolvedHeader {
+        ResolvedHeader {
+            index: 0,
+            name: name.into(),
+            value: value.into(),
+        }
     }
 }

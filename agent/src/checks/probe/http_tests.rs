@@ -201,14 +201,8 @@ async fn custom_headers_are_sent_and_override_the_defaults() {
     let (addr, seen) = serve().await;
     let spec = HttpProbe {
         http_headers: vec![
-            HttpHeader {
-                name: "X-Probe".into(),
-                value: "fleetpulse".into(),
-            },
-            HttpHeader {
-                name: "Accept".into(),
-                value: "application/json".into(),
-            },
+            HttpHeader::inline("X-Probe", "fleetpulse"),
+            HttpHeader::inline("Accept", "application/json"),
         ],
         ..probe(format!("http://{addr}/headers"))
     };

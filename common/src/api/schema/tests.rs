@@ -147,6 +147,36 @@ fn mirrors_are_checked_strictly_and_a_typo_names_the_field() {
     );
 }
 
+#[test]
+fn a_header_from_a_secret_is_checked_strictly() {
+    let probe = |header: Value| {
+        member_cluster(json!({"livenessChecks": [{"name": "api", "http": {
+            "url": "https://api.test/healthz", "httpHeaders": [header]}}]}))
+    };
+    let good = probe(json!({"name": "Authorization",
+        "valueFrom": {"secretKeyRef": {"name": "probe-token", "key": "token", "optional": true}}}));
+    assert_eq!(errors("MemberCluster", &good), Vec::<String>::new());
+    let typo = probe(json!({"name": "Authorization",
+        "valueFrom": {"secretKeyRf": {"name": "probe-token", "key": "token"}}}));
+    let e = errors("MemberCluster", &typo).join("\n");
+    assert!(
+        e.contains("httpHeaders[0].valueFrom.secretKeyRf: unknown field")
+            && e.contains("did you mean \"secretKeyRef\"?"),
+        "{e}"
+    );
+    let no_key = probe(json!({"name": "Authorization",
+        "valueFrom": {"secretKeyRef": {"name": "probe-token"}}}));
+    let e = one_error("MemberCluster", &no_key);
+    assert!(e.contains("secretKeyRef") && e.contains("key"), "{e}");
+    let bad_name = probe(json!({"name": "Authorization",
+        "valueFrom": {"secretKeyRef": {"name": "Probe_Token", "key": "token"}}}));
+    let e = one_error("MemberCluster", &bad_name);
+    assert!(
+        e.starts_with("spec.livenessChecks[0].http.httpHeaders[0].valueFrom.secretKeyRef.name"),
+        "{e}"
+    );
+}
+
 /// The CEL rules of the CRDs are enforced in Rust by the specs' `validate` methods (the
 /// embedded hub has no CEL): each rule of the generated schemas must be one of these, and
 /// `validate.rs` has a test for each. A new rule fails here until it is paired.
@@ -159,6 +189,7 @@ fn every_cel_rule_of_the_crds_has_a_rust_counterpart() {
         "!has(self.taintEffect) || self.apiVersion.startsWith('cluster.karmada.io/')",
         "!has(self.detector) || !has(self.detector.minSilenceSeconds) || (self.detector.minSilenceSeconds > self.intervalSeconds && self.detector.minSilenceSeconds <= self.gracePeriodSeconds)",
         "self.publicKey != '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo'",
+        "has(self.value) != has(self.valueFrom)",
     ];
     fn rules(v: &Value, out: &mut Vec<String>) {
         match v {

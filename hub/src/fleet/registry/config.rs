@@ -8,6 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest, Sha256};
 
+use fleetpulse_common::api::redact::LAST_APPLIED_ANNOTATION;
 use fleetpulse_common::api::{CLUSTER_SET_LABEL_PREFIX, SET_LABEL_PREFIX};
 use fleetpulse_common::api::{CheckPhase, ClusterCheck, HealthPolicy, MemberCluster};
 use fleetpulse_common::protocol::report::AgentConfig;
@@ -29,7 +30,9 @@ pub struct Derived {
 
 /// The MemberCluster's name, namespace, labels and annotations as selector templates
 /// read them. Membership labels change with selection; leaving them out keeps a failover
-/// from changing every member's config (and making its agent pull it again).
+/// from changing every member's config (and making its agent pull it again). kubectl's
+/// last-applied-configuration annotation (a copy of the whole spec, inline header values
+/// included) is left out too: no template needs it.
 pub fn cluster_metadata(mc: &MemberCluster) -> ObjectMeta {
     ObjectMeta {
         name: mc.metadata.name.clone(),
@@ -42,7 +45,10 @@ pub fn cluster_metadata(mc: &MemberCluster) -> ObjectMeta {
                 })
                 .collect()
         }),
-        annotations: mc.metadata.annotations.clone(),
+        annotations: mc.metadata.annotations.clone().map(|mut annotations| {
+            annotations.remove(LAST_APPLIED_ANNOTATION);
+            annotations
+        }),
         ..Default::default()
     }
 }
