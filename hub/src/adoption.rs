@@ -125,7 +125,6 @@ pub async fn run(
         .iter()
         .map(|&kind| watch(&client, kind, &args, &events, &stop))
         .collect();
-    let api: Api<MemberCluster> = Api::all(client);
     // What was written for each cluster, and when it may be written again.
     let mut written: HashMap<ClusterId, (Adopted, Instant)> = HashMap::new();
     let mut seen = None;
@@ -181,7 +180,7 @@ pub async fn run(
                         .get(&a.id)
                         .is_some_and(|(w, again)| *w == a && *again > Instant::now());
                     if !fresh {
-                        let wait = if apply(&api, &a).await {
+                        let wait = if apply(&client, &a).await {
                             REWRITE
                         } else {
                             RETRY
@@ -200,12 +199,11 @@ pub async fn run(
 }
 
 /// Creates or updates an adopted MemberCluster; a failure is logged (and retried later).
-async fn apply(api: &Api<MemberCluster>, adopted: &Adopted) -> bool {
-    let ns_api: Api<MemberCluster> =
-        Api::namespaced(api.clone().into_client(), &adopted.id.namespace);
+async fn apply(client: &kube::Client, adopted: &Adopted) -> bool {
+    let api: Api<MemberCluster> = Api::namespaced(client.clone(), &adopted.id.namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let body = Patch::Apply(adopted.apply_body());
-    match ns_api.patch(&adopted.id.name, &params, &body).await {
+    match api.patch(&adopted.id.name, &params, &body).await {
         Ok(_) => {
             tracing::info!(cluster = %adopted.id, source = %adopted.source, "adopted");
             true

@@ -276,6 +276,9 @@ async fn a_pattern_token_with_create_cluster_enrols_a_cluster_the_hub_did_not_kn
     wait_reason(&fleet, "m2", "Enrolled", (Status::True, "KeyEnrolled"))
         .await
         .unwrap();
-    // The token is used up: the other cluster needs its own.
+    // The token is used up by that cluster (another one needs its own), and made no other.
+    let tokens = fleet.hub_cli(&["token", "list"]).unwrap();
+    let line = tokens.lines().find(|l| l.starts_with(id)).unwrap();
+    assert!(line.ends_with("used by fleet/m2"), "{tokens}");
     assert!(fleet.member_cluster("m1").await.is_none());
 }

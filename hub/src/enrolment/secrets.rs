@@ -171,28 +171,24 @@ impl SecretStore {
 
     /// Every enrolment Secret of `kind`: from the watch, else listed.
     fn all<T: DeserializeOwned>(&self, kind: Kind) -> Result<Vec<T>, EnrolStoreError> {
-        let secrets: Vec<Secret> = match &self.watched {
-            Some(w) => w.store.state().iter().map(|s| (**s).clone()).collect(),
+        let of_kind = |s: &Secret| {
+            let label = s.metadata.labels.as_ref().and_then(|l| l.get(LABEL));
+            label.map(String::as_str) == Some(kind.label())
+        };
+        match &self.watched {
+            // Parsed from the watch's own copies: nothing is cloned.
+            Some(w) => (w.store.state().iter())
+                .filter(|s| of_kind(s))
+                .map(|s| self.parse(kind, s))
+                .collect(),
             None => {
                 let params = ListParams::default().labels(&format!("{LABEL}={}", kind.label()));
-                self.runtime
-                    .block_on(self.api.list(&params))
-                    .map_err(|e| self.kube_error("listing the enrolment Secrets".into(), e))?
-                    .items
+                let list = self.runtime.block_on(self.api.list(&params));
+                let list =
+                    list.map_err(|e| self.kube_error("listing the enrolment Secrets".into(), e))?;
+                list.items.iter().map(|s| self.parse(kind, s)).collect()
             }
-        };
-        secrets
-            .iter()
-            .filter(|s| {
-                s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL))
-                    .map(String::as_str)
-                    == Some(kind.label())
-            })
-            .map(|s| self.parse(kind, s))
-            .collect()
+        }
     }
 
     fn get<T: DeserializeOwned>(
