@@ -20,7 +20,8 @@
 //!   and the next attempt waits a full interval.
 //! - After an accepted report the agent adopts the hub's interval, pulls the config when
 //!   the hub's generation differs from the applied one (a failed pull is retried after the
-//!   next heartbeat), and sleeps one interval from the moment of acceptance.
+//!   next heartbeat), and sends the next report one interval after the accepted attempt
+//!   was sent (so the hub sees one report per interval however slow the answers are).
 //!
 //! [`HubError::is_transient`]: crate::hub_client::HubError::is_transient
 

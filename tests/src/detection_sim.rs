@@ -18,7 +18,7 @@ use rand::rngs::SmallRng;
 
 pub use cluster::Timing;
 pub use profile::Profile;
-pub use schedule::Schedule;
+pub use schedule::{Pacing, Schedule};
 
 /// A detector configuration by name: `fixed` or `phi` (with an optional threshold, `phi8`).
 #[derive(Clone, Debug, PartialEq)]
@@ -80,6 +80,8 @@ pub struct Run {
     pub seed: u64,
     /// The agents' retry schedule.
     pub schedule: Schedule,
+    /// When the agents send after an accepted heartbeat.
+    pub pacing: Pacing,
 }
 
 /// The figures of one profile × detector.
@@ -97,6 +99,11 @@ pub struct Outcome {
     pub false_unreachable: u64,
     /// Seconds from each death to its verdict, sorted.
     pub detections: Vec<f64>,
+    /// Deaths that fell while the hub was down.
+    pub deaths_while_hub_down: u64,
+    /// The longest time from a death, or from the hub's return for a death while it was
+    /// down, to the verdict: what the detector itself takes once it can see.
+    pub detect_max_after_hub_up: f64,
     /// Heartbeats accepted and requests sent.
     pub accepted: u64,
     /// Requests sent, retries included.
@@ -125,7 +132,7 @@ impl fmt::Display for Outcome {
             f,
             "profile={} detector={} clusters={} hours={} false_unreachable={} \
              false_per_million_cluster_hours={:.3} detect_p50_s={:.1} detect_p99_s={:.1} \
-             detect_max_s={:.1}",
+             detect_max_s={:.1} deaths_while_hub_down={} detect_max_after_hub_up_s={:.1}",
             self.profile,
             self.detector,
             self.clusters,
@@ -135,6 +142,8 @@ impl fmt::Display for Outcome {
             self.detection_quantile(0.5),
             self.detection_quantile(0.99),
             self.detection_quantile(1.0),
+            self.deaths_while_hub_down,
+            self.detect_max_after_hub_up,
         )
     }
 }
@@ -151,6 +160,7 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         interval: f64::from(run.interval_seconds),
         tick: run.tick_seconds,
         schedule: run.schedule,
+        pacing: run.pacing,
     };
     let mut rng = SmallRng::seed_from_u64(run.seed);
     let mut out = Outcome {
@@ -160,6 +170,8 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         cluster_hours: f64::from(run.clusters) * run.hours,
         false_unreachable: 0,
         detections: Vec::with_capacity(run.clusters as usize),
+        deaths_while_hub_down: 0,
+        detect_max_after_hub_up: 0.0,
         accepted: 0,
         attempts: 0,
     };
@@ -167,6 +179,9 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         let life = cluster::live(profile, &hub_detector, timing, run.hours, &mut rng);
         out.false_unreachable += life.false_unreachable;
         out.detections.push(life.detection);
+        let after_hub_up = life.detection - life.hub_down_at_death.unwrap_or(0.0);
+        out.detect_max_after_hub_up = out.detect_max_after_hub_up.max(after_hub_up);
+        out.deaths_while_hub_down += u64::from(life.hub_down_at_death.is_some());
         out.accepted += life.accepted;
         out.attempts += life.attempts;
     }

@@ -30,6 +30,8 @@ enum Reply {
     AcceptAndRotate,
     Reject(RejectCode, Option<Position>),
     Hang,
+    /// Accept, answering only after this long (a slow network).
+    AcceptAfter(Duration),
 }
 
 struct Script {
@@ -62,14 +64,19 @@ impl HubClient for FakeHub {
             let reply = script.replies.pop_front().unwrap_or(Reply::Accept);
             (reply, report)
         };
+        if let (Reply::AcceptAfter(delay), _) = &reply {
+            tokio::time::sleep(*delay).await;
+        }
         match reply {
-            (reply @ (Reply::Accept | Reply::AcceptAndRotate), report) => Ok(HeartbeatAnswer {
-                incarnation: report.incarnation,
-                accepted_seq: report.seq,
-                config_generation: 0,
-                interval_seconds: 10,
-                rotate_key: matches!(reply, Reply::AcceptAndRotate),
-            }),
+            (reply @ (Reply::Accept | Reply::AcceptAndRotate | Reply::AcceptAfter(_)), report) => {
+                Ok(HeartbeatAnswer {
+                    incarnation: report.incarnation,
+                    accepted_seq: report.seq,
+                    config_generation: 0,
+                    interval_seconds: 10,
+                    rotate_key: matches!(reply, Reply::AcceptAndRotate),
+                })
+            }
             (Reply::Reject(code, last_accepted), _) => Err(HubError::Rejected {
                 url: "fake".into(),
                 status: code.http_status(),
@@ -228,6 +235,22 @@ async fn permanent_rejection_is_retried_only_after_a_full_interval() {
     assert_eq!(seen.len(), 2);
     assert!(seen[1].0 - seen[0].0 >= Duration::from_secs(10));
     assert_eq!(seen[1].1.seq, 2);
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_answer_does_not_delay_the_next_heartbeat() {
+    let (agent, hub) = spawn_fake([Reply::AcceptAfter(Duration::from_secs(4))]);
+    agent
+        .wait_for(WAIT, |s| s.accepted_total >= 2)
+        .await
+        .unwrap();
+    let seen = hub.seen();
+    assert_eq!(
+        seen[1].0 - seen[0].0,
+        Duration::from_secs(10),
+        "one interval after the first was sent, not after its answer"
+    );
     agent.stop().await.unwrap();
 }
 

@@ -106,8 +106,7 @@ impl<H: HubClient> Agent<H> {
     /// One heartbeat (with its retries and config pull), then the wait for the next.
     async fn tick(&mut self) {
         match self.deliver().await {
-            Ok(answer) => {
-                let accepted_at = Instant::now();
+            Ok((answer, sent_at)) => {
                 self.accepted(&answer);
                 if answer.config_generation != self.applied_generation {
                     self.pull_config(answer.config_generation).await;
@@ -115,7 +114,10 @@ impl<H: HubClient> Agent<H> {
                 if self.rotation_due(answer.rotate_key) {
                     self.rotate().await;
                 }
-                tokio::time::sleep_until(accepted_at + self.interval).await;
+                // Paced from the accepted attempt's start, not from its answer: the hub
+                // sees one report per interval whatever the network's delay, and a slow
+                // answer does not lengthen the next silence (docs/detection.md).
+                tokio::time::sleep_until(sent_at + self.interval).await;
             }
             Err(err) => {
                 self.refused(&err);
@@ -125,8 +127,8 @@ impl<H: HubClient> Agent<H> {
     }
 
     /// Sends reports until one is accepted (retrying transient failures) or one is
-    /// refused for good.
-    async fn deliver(&mut self) -> Result<HeartbeatAnswer, HubError> {
+    /// refused for good; an accepted report comes with the moment its attempt was sent.
+    async fn deliver(&mut self) -> Result<(HeartbeatAnswer, Instant), HubError> {
         let mut backoff = retry_backoff(self.interval).delays();
         let mut restarted = false;
         loop {
@@ -142,6 +144,7 @@ impl<H: HubClient> Agent<H> {
             };
             self.status.send_modify(|s| s.last_sent = Some(sent));
             let jws = sign_report(&self.key, &report);
+            let sent_at = Instant::now();
             let sent_result = self
                 .hub
                 .send_heartbeat(jws, request_timeout(self.interval))
@@ -149,7 +152,7 @@ impl<H: HubClient> Agent<H> {
             let result = sent_result.as_ref().map(|_| ());
             self.metrics.heartbeat(result, SystemTime::now());
             let err = match sent_result {
-                Ok(answer) => return Ok(answer),
+                Ok(answer) => return Ok((answer, sent_at)),
                 Err(err) => err,
             };
             if !restarted

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use clap::Parser;
-use fleetpulse_tests::detection_sim::{self, DetectorChoice, Profile, Run, Schedule};
+use fleetpulse_tests::detection_sim::{self, DetectorChoice, Pacing, Profile, Run, Schedule};
 
 /// Simulates clusters over virtual time with the hub's real detector and the agent's real
 /// retry schedule, under impairment profiles, and prints false verdicts and detection
@@ -55,6 +55,11 @@ struct Args {
     /// agent's.
     #[arg(long, env = "DETECTION_SIM_CAP_SHARE")]
     cap_share: Option<f64>,
+    /// When the agents send after an accepted heartbeat: `sent` (one interval after the
+    /// accepted attempt was sent, the agent's) or `answer` (one interval after its answer,
+    /// what the agent did before, for comparison).
+    #[arg(long, env = "DETECTION_SIM_PACE_FROM", default_value = "sent", value_parser = ["sent", "answer"])]
+    pace_from: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -96,6 +101,11 @@ fn main() -> anyhow::Result<()> {
                 timeout_share: args.timeout_share,
                 cap_share: args.cap_share,
             }
+        },
+        pacing: if args.pace_from == "answer" {
+            Pacing::FromAnswer
+        } else {
+            Pacing::FromSend
         },
     };
     eprintln!(

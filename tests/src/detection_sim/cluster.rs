@@ -1,5 +1,5 @@
 //! One cluster's life on a virtual clock: the agent's loop with the agent's own
-//! retry schedule ([`Schedule`]), the network and host impairments of a [`Profile`], and the hub's
+//! retry schedule ([`Schedule`]) and pacing ([`Pacing`]), the network and host impairments of a [`Profile`], and the hub's
 //! [`Liveness`] judged at the hub's tick. Events run in time order; nothing sleeps.
 
 use std::cmp::Reverse;
@@ -11,7 +11,7 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use super::profile::Profile;
-use super::schedule::Schedule;
+use super::schedule::{Pacing, Schedule};
 
 /// One-way network delay without impairment, seconds.
 const BASE_DELAY: f64 = 0.005;
@@ -27,6 +27,8 @@ pub struct Timing {
     pub tick: f64,
     /// The agents' retry schedule.
     pub schedule: Schedule,
+    /// When the agents send after an accepted heartbeat.
+    pub pacing: Pacing,
 }
 
 /// What one cluster's life produced.
@@ -36,6 +38,10 @@ pub struct Life {
     pub false_unreachable: u64,
     /// Seconds from the cluster's death to the verdict.
     pub detection: f64,
+    /// When the cluster died while the hub was down: when the hub came back, seconds
+    /// after the death (the hub can judge nothing before, and gives every cluster a full
+    /// grace period from then).
+    pub hub_down_at_death: Option<f64>,
     /// Heartbeats the hub accepted.
     pub accepted: u64,
     /// Requests the agent sent.
@@ -176,6 +182,7 @@ pub fn live(
         }
         hub.deliver(t);
         attempts += 1;
+        let sent = t;
         let arrival = t + BASE_DELAY + profile.jitter * 2.0 * interval * rng.r#gen::<f64>();
         let outcome = if bursts.covering(t).is_some() {
             Err(t + timeout)
@@ -196,7 +203,7 @@ pub fn live(
         match outcome {
             Ok(answered) => {
                 failures = 0;
-                t = answered + interval;
+                t = timing.pacing.next(sent, answered, interval);
             }
             Err(failed) => {
                 failures += 1;
@@ -209,10 +216,12 @@ pub fn live(
     hub.in_flight.retain(|r| r.0.0 <= death);
     hub.deliver(death);
     hub.restarts.0.truncate(hub.next_restart);
+    let hub_down_at_death = hub.restarts.covering(death).map(|up| up - death);
     hub.deliver(f64::INFINITY);
     Life {
         false_unreachable: hub.false_unreachable,
         detection: hub.verdict_tick() - death,
+        hub_down_at_death,
         accepted: hub.accepted,
         attempts,
     }

@@ -31,6 +31,28 @@ impl Default for Schedule {
     }
 }
 
+/// When the next heartbeat is sent after an accepted one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pacing {
+    /// One interval after the accepted attempt was sent (the agent's).
+    #[default]
+    FromSend,
+    /// One interval after its answer arrived (what the agent did before), so every
+    /// network delay lengthens the next silence.
+    FromAnswer,
+}
+
+impl Pacing {
+    /// When to send the next heartbeat, the accepted one sent at `sent` and answered at
+    /// `answered`, seconds.
+    pub(super) fn next(self, sent: f64, answered: f64, interval: f64) -> f64 {
+        match self {
+            Pacing::FromSend => (sent + interval).max(answered),
+            Pacing::FromAnswer => answered + interval,
+        }
+    }
+}
+
 /// A schedule fixed to one interval, as the simulated loop uses it.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Bound {

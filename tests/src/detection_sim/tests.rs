@@ -11,6 +11,7 @@ fn run(clusters: u32, hours: f64) -> Run {
         tick_seconds: 1.0,
         seed: 7,
         schedule: Schedule::default(),
+        pacing: Pacing::default(),
     }
 }
 
@@ -58,6 +59,40 @@ fn failed_requests_are_retried_so_loss_costs_attempts_not_verdicts() {
         (0.03..0.08).contains(&extra),
         "retries per heartbeat {extra}"
     );
+}
+
+#[test]
+fn pacing_from_the_send_keeps_one_heartbeat_per_interval_on_a_slow_network() {
+    let from_send = sim("jitter30", "fixed", run(50, 5.0));
+    let from_answer = sim(
+        "jitter30",
+        "fixed",
+        Run {
+            pacing: Pacing::FromAnswer,
+            ..run(50, 5.0)
+        },
+    );
+    let per_hour = |o: &Outcome| o.accepted as f64 / o.cluster_hours;
+    // 10 s after each send: 360 an hour. 10 s after each answer, the mean 3 s delay
+    // adds to every gap: about 277 an hour.
+    assert!(
+        (355.0..=361.0).contains(&per_hour(&from_send)),
+        "{from_send}"
+    );
+    assert!(
+        (265.0..=290.0).contains(&per_hour(&from_answer)),
+        "{from_answer}"
+    );
+}
+
+#[test]
+fn a_death_while_the_hub_is_down_is_judged_a_grace_period_after_the_hub_returns() {
+    // Two 10 s downtimes an hour: about one death in 180 falls in one.
+    let out = sim("hub-restart", "fixed", run(2000, 0.5));
+    assert!(out.deaths_while_hub_down > 0, "{out}");
+    assert!(out.detection_quantile(1.0) > 41.0, "{out}");
+    assert!(out.detect_max_after_hub_up <= 41.0, "{out}");
+    assert!(out.detect_max_after_hub_up >= 39.0, "{out}");
 }
 
 #[test]
