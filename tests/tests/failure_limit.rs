@@ -9,6 +9,7 @@
 //! come from 127.0.0.1: three sources on one machine.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -31,13 +32,24 @@ const LIMIT: usize = 5;
 const WINDOW: Duration = Duration::from_secs(4);
 const TOKEN: &str = "Zr7-failure-limit-admin-token";
 
-fn limit_flags() -> [String; 4] {
-    [
-        "--failure-limit".into(),
-        LIMIT.to_string(),
-        "--failure-limit-window-seconds".into(),
-        WINDOW.as_secs().to_string(),
-    ]
+/// An embedded hub under `dir` with `clusters` MemberClusters (a second's interval, 4 s
+/// of grace), the failure limit of this test and `extra` flags.
+fn start_hub(dir: &Path, clusters: usize, extra: &[String]) -> (Pki, EmbeddedHub, Vec<SimCluster>) {
+    let pki = Pki::generate(dir).unwrap();
+    let manifests = dir.join("manifests");
+    let clusters = write_clusters(&manifests, clusters, 1, 4).unwrap();
+    let (limit, window) = (LIMIT.to_string(), WINDOW.as_secs().to_string());
+    let mut flags = vec![
+        "--failure-limit",
+        limit.as_str(),
+        "--failure-limit-window-seconds",
+        window.as_str(),
+    ];
+    flags.extend(extra.iter().map(String::as_str));
+    let data = dir.join("data");
+    let hub = tokio::task::block_in_place(|| EmbeddedHub::spawn(&manifests, &data, &pki, &flags))
+        .unwrap();
+    (pki, hub, clusters)
 }
 
 /// A client trusting the hub's CA that connects from the loopback address `from`.
@@ -158,14 +170,7 @@ fn refused(code: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_window_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::generate(dir.path()).unwrap();
-    let manifests = dir.path().join("manifests");
-    let clusters = write_clusters(&manifests, 2, 1, 4).unwrap();
-    let flags = limit_flags();
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let data = dir.path().join("data");
-    let hub = tokio::task::block_in_place(|| EmbeddedHub::spawn(&manifests, &data, &pki, &flags))
-        .unwrap();
+    let (pki, hub, clusters) = start_hub(dir.path(), 2, &[]);
     // edge-1: a real agent from 127.0.0.1, reporting every second.
     let mut options = AgentOptions::new(
         hub.server.parse().unwrap(),
@@ -276,20 +281,13 @@ async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_windo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_requests_answered_401_past_the_limit_are_answered_429_on_both_listeners() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = Pki::generate(dir.path()).unwrap();
-    let manifests = dir.path().join("manifests");
-    let clusters = write_clusters(&manifests, 1, 1, 4).unwrap();
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let mut flags: Vec<String> = vec![
+    let token_flags = [
         "--admin-token-file".into(),
         token_file.display().to_string(),
     ];
-    flags.extend(limit_flags());
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let data = dir.path().join("data");
-    let hub = tokio::task::block_in_place(|| EmbeddedHub::spawn(&manifests, &data, &pki, &flags))
-        .unwrap();
+    let (pki, hub, clusters) = start_hub(dir.path(), 1, &token_flags);
     let (operator, guesser) = (
         client_from(&pki, [127, 0, 0, 1]),
         client_from(&pki, [127, 0, 0, 3]),

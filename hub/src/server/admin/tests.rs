@@ -49,6 +49,13 @@ async fn answer_from(
     )
 }
 
+/// A guard on a public address admitting `s3cret-admin-token`, kept in a file under `dir`.
+fn token_guard(dir: &std::path::Path) -> Guard {
+    let file = dir.join("admin-token");
+    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
+    Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap()
+}
+
 fn read_api() -> Router {
     Router::new().route("/v1/memberclusters", get(|| async { "the list" }))
 }
@@ -56,9 +63,7 @@ fn read_api() -> Router {
 #[tokio::test]
 async fn a_token_file_admits_exactly_its_token_and_refuses_others_with_401() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("admin-token");
-    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
-    let guard = Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap();
+    let guard = token_guard(dir.path());
     let app = protect(read_api(), guard, Default::default());
 
     let (status, body, challenged) = answer(&app, None).await;
@@ -89,9 +94,7 @@ async fn a_token_file_admits_exactly_its_token_and_refuses_others_with_401() {
 #[tokio::test]
 async fn a_source_past_its_limit_of_401s_is_answered_429_even_with_the_right_token() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("admin-token");
-    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
-    let guard = Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap();
+    let guard = token_guard(dir.path());
     let limit = crate::limiter::Limit {
         allowed: 3,
         window: std::time::Duration::from_secs(60),
