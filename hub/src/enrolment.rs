@@ -6,7 +6,6 @@
 //!   [`secrets`] (Kubernetes mode: Secrets of the hub's namespace, watched).
 //! - [`register`]: the registration and rotation rules applied against the store.
 //! - [`routes`]: `POST /v1/enrol` and `POST /v1/rotate`.
-//! - [`limiter`]: limits on refused attempts per source and per token id.
 //!
 //! Enrolled keys are cached in memory; this process's own writes go into the cache at once,
 //! and the cache reloads when somebody else changed the state (the CLI's `approve`, `key
@@ -14,7 +13,6 @@
 //! key is refused within a second or so. The heartbeat path never waits for the store.
 
 pub mod backend;
-pub mod limiter;
 pub mod register;
 pub mod routes;
 pub mod secrets;
@@ -38,9 +36,9 @@ use fleetpulse_common::protocol::replay::{Freshness, Rejection};
 use fleetpulse_common::protocol::report::ClusterId;
 use tokio_util::sync::CancellationToken;
 
+use crate::limiter::{Limit, Limiter};
 use backend::Backend;
 pub use backend::EnrolStoreError;
-use limiter::{Limit, Limiter};
 use store::EnrolStore;
 
 /// Condition type on a MemberCluster that enrols with a token.
@@ -87,11 +85,11 @@ impl EnrolSettings {
             freshness,
             overlap: Duration::from_secs(600),
             per_source: Limit {
-                refusals: 20,
+                allowed: 20,
                 window: minute,
             },
             per_token: Limit {
-                refusals: 5,
+                allowed: 5,
                 window: minute,
             },
         }
@@ -133,7 +131,8 @@ pub struct Enrolment {
     writing: Mutex<()>,
     cache: RwLock<Arc<Cache>>,
     checked: Mutex<(Instant, u64)>,
-    limits: Mutex<(Limiter, Limiter)>,
+    /// Refusals per source address and per token id (limited at the first step).
+    limits: Mutex<(Limiter<String>, Limiter<String>)>,
     settings: EnrolSettings,
 }
 

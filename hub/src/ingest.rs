@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 
 use crate::admission::Admission;
 use crate::fleet::Fleet;
+use crate::limiter::failures::FailureLimit;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -23,6 +24,9 @@ pub struct AppState {
     pub fleet: Arc<Fleet>,
     /// The admission pipeline of agent requests.
     pub admission: Arc<Admission>,
+    /// The per-source limit on authentication failures, shared with the admin listener
+    /// (off by default, e.g. in tests that build the router in process).
+    pub failures: Arc<FailureLimit>,
 }
 
 /// The agents' router, once the hub has loaded its objects and state (before, the hub

@@ -7,6 +7,8 @@
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`admission`]: the one pipeline every agent request passes (size to replay).
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes), glue around it.
+//! - [`limiter`]: fixed-window limits per key, and the per-source limit on
+//!   authentication failures both listeners share.
 //! - [`store`]: durable state (embedded SQLite).
 //! - [`metrics`]: Prometheus metrics.
 //! - [`enrolment`]: bootstrap tokens, registration and rotation of agent keys.
@@ -29,6 +31,7 @@ pub mod fleet;
 pub mod ids;
 pub mod ingest;
 pub mod kubernetes;
+pub mod limiter;
 pub mod metrics;
 pub mod mirrors;
 pub mod server;

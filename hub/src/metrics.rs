@@ -97,6 +97,8 @@ pub struct Metrics {
     pub rollout_brake_engaged: Gauge,
     /// Clusters whose key two running agents seem to share.
     pub shared_keys: Gauge,
+    /// Sources that used up their allowance of authentication failures, once per window.
+    pub failure_limited_sources: Counter,
     /// 1 for the brake's current state.
     pub partition_brake_state: Family<BrakeLabels, Gauge>,
     /// 1: this process leads (a hub serves its fleet only once it leads).
@@ -160,6 +162,12 @@ impl Metrics {
             "shared_keys",
             "Clusters whose key two running agents seem to share (SharedKey=True)",
             m.shared_keys.clone(),
+        );
+        r.register(
+            "failure_limited_sources",
+            "Times a source address used up its allowance of authentication failures \
+             (--failure-limit) and was answered 429 for the rest of its window",
+            m.failure_limited_sources.clone(),
         );
         r.register(
             "rollout_brake_engaged",

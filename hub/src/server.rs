@@ -34,6 +34,7 @@ use crate::ingest::{self, AppState};
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
+use crate::limiter::failures::FailureLimit;
 use crate::mirrors::Mirrors;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError, StoreWriter};
@@ -117,6 +118,8 @@ impl Hub {
             (None, false) => return Err(HubError::NoTls),
         };
         let guard = admin::Guard::new(&opts.admin, opts.kube.as_ref())?;
+        // One limit of authentication failures per source, shared by both listeners.
+        let failures = Arc::new(FailureLimit::new(opts.limits.failure_limit()));
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let (listener, addr) = listener::bound(opts.listen).await?;
@@ -130,7 +133,7 @@ impl Hub {
         tracing::info!(%addr, "listening; agents are served once this replica leads and has loaded its state");
         tasks.spawn(listener::serve(
             admin_listener,
-            admin::protect(listener::switch(admin_routed), guard),
+            admin::protect(listener::switch(admin_routed), guard, failures.clone()),
             tls.clone(),
             opts.limits.clone(),
             shutdown.clone(),
@@ -148,6 +151,7 @@ impl Hub {
             opts,
             router,
             admin,
+            failures,
             shutdown,
             tasks,
         })
@@ -163,6 +167,7 @@ pub struct Starting {
     opts: HubOptions,
     router: watch::Sender<Router>,
     admin: watch::Sender<Router>,
+    failures: Arc<FailureLimit>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -177,6 +182,7 @@ impl Starting {
             opts,
             router,
             admin,
+            failures,
             shutdown,
             mut tasks,
         } = self;
@@ -252,9 +258,11 @@ impl Starting {
             );
         }
         let admission = Admission::new(opts.audience.clone(), opts.freshness, opts.batch_verify);
+        failures.count_limited_sources_in(fleet.metrics().failure_limited_sources.clone());
         let state = AppState {
             fleet: fleet.clone(),
             admission: Arc::new(admission),
+            failures,
         };
         let admin_app = ingest::admin_router(state.clone());
         let app = ingest::router(state);

@@ -167,6 +167,7 @@ impl Fixture {
         let app = ingest::router(AppState {
             fleet: fleet.clone(),
             admission: Arc::new(admission),
+            failures: Default::default(),
         });
         Self {
             app,

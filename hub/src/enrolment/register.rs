@@ -81,9 +81,9 @@ impl Enrolment {
             && r.code != RejectCode::Unavailable
         {
             let mut limits = self.limits.lock();
-            limits.0.refused(source, now);
+            limits.0.count(source, now);
             if let Some(id) = token_id {
-                limits.1.refused(&id, now);
+                limits.1.count(id.as_str(), now);
             }
         }
         result

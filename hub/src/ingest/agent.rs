@@ -1,28 +1,43 @@
-//! The agent endpoints: HTTP glue around the [`crate::admission`] pipeline. A heartbeat
-//! that passed every step is applied by [`crate::fleet::Fleet::accept`] (the replay rule
-//! and the state update, under the cluster's lock); a config pull is answered with the
-//! cluster's effective config. Every outcome is counted by its [`Refusal`] label.
+//! The agent endpoints: HTTP glue around the [`crate::admission`] pipeline. A source over
+//! its limit of authentication failures ([`crate::limiter::failures`]) is refused first,
+//! before the body is read; a heartbeat that passed every step is applied by
+//! [`crate::fleet::Fleet::accept`] (the replay rule and the state update, under the
+//! cluster's lock); a config pull is answered with the cluster's effective config. Every
+//! outcome is counted by its [`Refusal`] label, and each refusal is reported to the limit,
+//! which counts those that are authentication failures.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::protocol::report::{AgentConfig, ClusterId, HeartbeatAnswer};
+use fleetpulse_common::protocol::report::ClusterId;
 
 use super::AppState;
 use crate::admission::Refusal;
+use crate::limiter::failures::Source;
+
+/// The peer address the listener attaches to each request.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
 
 /// `POST /v1/clusters/{namespace}/{name}/heartbeat`: a signed report.
 pub async fn heartbeat(
     State(state): State<AppState>,
+    peer: Peer,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<HeartbeatAnswer>, Refusal> {
+) -> Response {
+    let source = source(&peer);
+    if let Err(limited) = state.failures.check(source) {
+        state.fleet.metrics().heartbeat(limited.label());
+        return limited.into_response();
+    }
     let now = Instant::now();
     let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
@@ -40,17 +55,26 @@ pub async fn heartbeat(
     state.fleet.metrics().heartbeat(outcome(&result));
     match &result {
         Ok(answer) => tracing::trace!(%cluster, seq = answer.accepted_seq, "heartbeat accepted"),
-        Err(refusal) => tracing::debug!(%cluster, code = refusal.label(), "heartbeat refused"),
+        Err(refusal) => {
+            state.failures.refused(source, refusal.0.code);
+            tracing::debug!(%cluster, code = refusal.label(), "heartbeat refused");
+        }
     }
-    result.map(Json)
+    result.map(Json).into_response()
 }
 
 /// `GET /v1/clusters/{namespace}/{name}/config` with `Authorization: FleetPulse-JWS <jws>`.
 pub async fn config(
     State(state): State<AppState>,
+    peer: Peer,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Result<Json<AgentConfig>, Refusal> {
+) -> Response {
+    let source = source(&peer);
+    if let Err(limited) = state.failures.check(source) {
+        state.fleet.metrics().config_request(limited.label());
+        return limited.into_response();
+    }
     let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
     let result = state
@@ -59,9 +83,14 @@ pub async fn config(
         .map(|a| state.fleet.config(&a.entry));
     state.fleet.metrics().config_request(outcome(&result));
     if let Err(refusal) = &result {
+        state.failures.refused(source, refusal.0.code);
         tracing::debug!(%cluster, code = refusal.label(), "config request refused");
     }
-    result.map(Json)
+    result.map(Json).into_response()
+}
+
+fn source(peer: &Peer) -> Option<Source> {
+    Source::of_peer(peer.as_ref().map(|Extension(p)| p))
 }
 
 /// `accepted`, or the refusal's code: the `result` label of the request metrics.

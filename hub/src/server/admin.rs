@@ -5,7 +5,10 @@
 //! Kubernetes mode the caller's own Kubernetes token, authenticated with a TokenReview and
 //! authorized with a SubjectAccessReview (verb `get` on the request's path as a
 //! non-resource URL), as kube-rbac-proxy does. A loopback address without a token file is
-//! open: only processes on the same host (or in the same Pod) reach it.
+//! open: only processes on the same host (or in the same Pod) reach it. A request answered
+//! 401 counts against its source's limit of authentication failures
+//! ([`crate::limiter::failures`]), shared with the agents' listener; a source over it is
+//! answered 429 before its token is looked at.
 
 mod kubernetes;
 mod token;
@@ -15,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use fleetpulse_common::protocol::errors::RejectCode;
 
 use crate::admission::Refusal;
+use crate::limiter::failures::{FailureLimit, Source};
 
 /// How the admin listener authenticates its callers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -169,21 +173,30 @@ impl Guard {
     }
 }
 
-/// Wraps `app` so that every request passes `guard` first: 401 without a valid token,
-/// 403 when the token's user may not read the path, 503 when the review itself failed.
-pub(super) fn protect(app: Router, guard: Guard) -> Router {
+/// Wraps `app` so that every request passes `guard` first: 429 while its source is over
+/// its limit of authentication `failures`, 401 without a valid token (counted against the
+/// source), 403 when the token's user may not read the path, 503 when the review itself
+/// failed.
+pub(super) fn protect(app: Router, guard: Guard, failures: Arc<FailureLimit>) -> Router {
     if matches!(guard, Guard::Open) {
         return app;
     }
     let guard = Arc::new(guard);
     app.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
-            let guard = guard.clone();
+            let (guard, failures) = (guard.clone(), failures.clone());
             async move {
+                let source = Source::of_peer(request.extensions().get::<ConnectInfo<SocketAddr>>());
+                if let Err(limited) = failures.check(source) {
+                    return limited.into_response();
+                }
                 let token = bearer(&request);
                 match guard.verdict(token.as_deref(), request.uri().path()).await {
                     Ok(()) => next.run(request).await,
-                    Err(refusal) => refused(refusal),
+                    Err(refusal) => {
+                        failures.refused(source, refusal.0.code);
+                        refused(refusal)
+                    }
                 }
             }
         },

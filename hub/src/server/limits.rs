@@ -1,14 +1,22 @@
 //! [`ConnectionLimits`]: what any one client can hold on the hub's listener (connections,
-//! time to send its headers and body, idle time, HTTP/2 streams and resets), as `serve`
-//! flags with their defaults.
+//! time to send its headers and body, idle time, HTTP/2 streams and resets) and how many
+//! authentication failures one source address may cause, as `serve` flags with their
+//! defaults.
 //!
 //! The defaults are sized for the chart's 512 Mi: an open connection costs about 37 KiB,
 //! so the cap of 10,000 keeps a flood of connections within about 370 Mi. Each agent
 //! holds one kept-alive connection to the replica that serves it (the leader), so a fleet
 //! of 100,000 directly connected agents raises `--max-connections` to about 110,000 with
 //! about 4 Gi of memory (docs/install.md, "Limits on clients").
+//!
+//! Only failures count against `--failure-limit`, so its default (600 a minute per address,
+//! 10 a second) cuts off a flood of forged reports or guessed admin tokens yet leaves room
+//! for about a hundred agents behind one NAT address each failing every heartbeat (e.g.
+//! started before their MemberCluster lists their key).
 
 use std::time::Duration;
+
+use crate::limiter::Limit;
 
 /// Bounds on every client of the listener.
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
@@ -77,6 +85,32 @@ pub struct ConnectionLimits {
         value_parser = count
     )]
     pub http2_max_pending_resets: usize,
+    /// Authentication failures one source address may cause per window
+    /// (--failure-limit-window-seconds) before its heartbeats, config pulls and admin
+    /// requests are answered 429 until the window ends: bad signatures, malformed JWS,
+    /// unknown, revoked or retired keys, and admin requests answered 401. Successes and
+    /// refusals of normal running (replays, clock skew) never count. Agents behind one
+    /// NAT address share it. 0: no limit.
+    #[arg(long, env = "FLEETPULSE_FAILURE_LIMIT", default_value_t = 600)]
+    pub failure_limit: u32,
+    /// The window of --failure-limit, from a source's first counted failure.
+    #[arg(
+        long,
+        env = "FLEETPULSE_FAILURE_LIMIT_WINDOW_SECONDS",
+        default_value = "60",
+        value_parser = seconds
+    )]
+    pub failure_limit_window_seconds: Duration,
+}
+
+impl ConnectionLimits {
+    /// The per-source limit on authentication failures; `None` when turned off.
+    pub fn failure_limit(&self) -> Option<Limit> {
+        (self.failure_limit > 0).then_some(Limit {
+            allowed: self.failure_limit,
+            window: self.failure_limit_window_seconds,
+        })
+    }
 }
 
 impl Default for ConnectionLimits {
@@ -90,6 +124,8 @@ impl Default for ConnectionLimits {
             idle_timeout_seconds: Duration::from_secs(120),
             http2_max_concurrent_streams: 32,
             http2_max_pending_resets: 20,
+            failure_limit: 600,
+            failure_limit_window_seconds: Duration::from_secs(60),
         }
     }
 }
@@ -139,5 +175,24 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(error.contains("at least 0.1"), "{error}");
+    }
+
+    #[test]
+    fn a_failure_limit_of_zero_turns_the_limit_off() {
+        let parsed = Flags::try_parse_from(["serve", "--failure-limit", "0"]).unwrap();
+        assert_eq!(parsed.limits.failure_limit(), None);
+        let parsed = Flags::try_parse_from([
+            "serve",
+            "--failure-limit",
+            "5",
+            "--failure-limit-window-seconds",
+            "2.5",
+        ])
+        .unwrap();
+        let limit = parsed.limits.failure_limit().unwrap();
+        assert_eq!(
+            (limit.allowed, limit.window),
+            (5, Duration::from_millis(2500))
+        );
     }
 }

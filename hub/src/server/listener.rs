@@ -55,7 +55,8 @@ pub(super) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        // The peer's address, for the enrolment endpoints' rate limit per source.
+        // The peer's address, for the limits per source (enrolment refusals, and
+        // authentication failures on both listeners).
         let app = app
             .clone()
             .layer(axum::Extension(axum::extract::ConnectInfo(peer)));

@@ -16,9 +16,21 @@ fn options(listen: &str, token_file: Option<PathBuf>) -> AdminOptions {
 }
 
 async fn answer(app: &Router, authorization: Option<&str>) -> (StatusCode, String, bool) {
+    answer_from(app, authorization, None).await
+}
+
+/// As [`answer`], for a request the listener received from `peer`.
+async fn answer_from(
+    app: &Router,
+    authorization: Option<&str>,
+    peer: Option<&str>,
+) -> (StatusCode, String, bool) {
     let mut request = Request::get("/v1/memberclusters");
     if let Some(value) = authorization {
         request = request.header(AUTHORIZATION, value);
+    }
+    if let Some(peer) = peer {
+        request = request.extension(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
     }
     let response = app
         .clone()
@@ -37,6 +49,13 @@ async fn answer(app: &Router, authorization: Option<&str>) -> (StatusCode, Strin
     )
 }
 
+/// A guard on a public address admitting `s3cret-admin-token`, kept in a file under `dir`.
+fn token_guard(dir: &std::path::Path) -> Guard {
+    let file = dir.join("admin-token");
+    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
+    Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap()
+}
+
 fn read_api() -> Router {
     Router::new().route("/v1/memberclusters", get(|| async { "the list" }))
 }
@@ -44,10 +63,8 @@ fn read_api() -> Router {
 #[tokio::test]
 async fn a_token_file_admits_exactly_its_token_and_refuses_others_with_401() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("admin-token");
-    std::fs::write(&file, "s3cret-admin-token\n").unwrap();
-    let guard = Guard::new(&options("0.0.0.0:9443", Some(file)), None).unwrap();
-    let app = protect(read_api(), guard);
+    let guard = token_guard(dir.path());
+    let app = protect(read_api(), guard, Default::default());
 
     let (status, body, challenged) = answer(&app, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -75,10 +92,40 @@ async fn a_token_file_admits_exactly_its_token_and_refuses_others_with_401() {
 }
 
 #[tokio::test]
+async fn a_source_past_its_limit_of_401s_is_answered_429_even_with_the_right_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = token_guard(dir.path());
+    let limit = crate::limiter::Limit {
+        allowed: 3,
+        window: std::time::Duration::from_secs(60),
+    };
+    let app = protect(read_api(), guard, Arc::new(FailureLimit::new(Some(limit))));
+    let (good, wrong) = ("Bearer s3cret-admin-token", "Bearer guess");
+    let guesser = Some("10.0.0.7:50000");
+    for _ in 0..5 {
+        let (status, _, _) = answer_from(&app, Some(good), guesser).await;
+        assert_eq!(status, StatusCode::OK, "successes never count");
+    }
+    for _ in 0..3 {
+        let (status, _, _) = answer_from(&app, Some(wrong), guesser).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    for token in [Some(wrong), Some(good), None] {
+        let (status, body, _) = answer_from(&app, token, guesser).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{token:?}: {body}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["code"], "rate_limited");
+    }
+    let other = Some("10.0.0.8:50000");
+    let (status, _, _) = answer_from(&app, Some(good), other).await;
+    assert_eq!(status, StatusCode::OK, "another source is not limited");
+}
+
+#[tokio::test]
 async fn a_loopback_address_without_a_token_file_is_open() {
     let guard = Guard::new(&options("127.0.0.1:9443", None), None).unwrap();
     assert!(matches!(guard, Guard::Open));
-    let (status, _, _) = answer(&protect(read_api(), guard), None).await;
+    let (status, _, _) = answer(&protect(read_api(), guard, Default::default()), None).await;
     assert_eq!(status, StatusCode::OK);
     let v6 = Guard::new(&options("[::1]:9443", None), None).unwrap();
     assert!(matches!(v6, Guard::Open));
