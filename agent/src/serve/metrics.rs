@@ -1,7 +1,8 @@
 //! [`AgentMetrics`]: the agent's Prometheus metrics (`prometheus-client`), recorded by the
-//! heartbeat loop (one call per attempt, with its round trip) and the check engine (one call per round), and
-//! encoded on `/metrics`. Per-check gauges are rebuilt from the checks' current results at
-//! each scrape, so a check removed from the config disappears from the next scrape.
+//! heartbeat loop (one call per attempt, with its round trip) and the check engine (one
+//! call per round), and encoded on `/metrics`. Per-check gauges are rebuilt from the
+//! checks' current results at each scrape, so a check removed from the config disappears
+//! from the next scrape.
 //! docs/metrics.md lists every metric.
 
 use std::collections::HashMap;

@@ -80,7 +80,14 @@ impl Agents {
     ) -> anyhow::Result<Self> {
         let ca = work.join("hub-ca.pem");
         std::fs::write(&ca, &hub.ca_pem)?;
-        let mut agents = Vec::with_capacity(clusters.len());
+        // Built first, so the agents started before a failure are killed when it drops.
+        let mut this = Self {
+            agents: Vec::with_capacity(clusters.len()),
+            // Plain HTTP to the agents; the client is built the loadgen way (its TLS
+            // settings go unused).
+            http: client::client(&hub.ca_pem, Transport::Http1)?,
+            ticks: hub::ticks_per_second(),
+        };
         for sim in clusters {
             let key = work.join(format!("{}.pem", sim.id.name));
             std::fs::write(&key, keys::to_pem(&sim.key))?;
@@ -102,20 +109,14 @@ impl Agents {
                 .env("NO_COLOR", "1")
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", bin.display()))?;
-            agents.push(Agent {
+            this.agents.push(Agent {
                 cluster: sim.id.to_string(),
                 child,
                 log,
                 metrics: None,
             });
         }
-        Ok(Self {
-            agents,
-            // Plain HTTP to the agents; the client is built the loadgen way (its TLS
-            // settings go unused).
-            http: client::client(&hub.ca_pem, Transport::Http1)?,
-            ticks: hub::ticks_per_second(),
-        })
+        Ok(this)
     }
 
     /// Waits until every agent listens and has had `rounds` heartbeats accepted (by its own
