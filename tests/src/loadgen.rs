@@ -12,14 +12,19 @@
 //! - [`agent`]: the agent's own footprint (`--agent-footprint`), idle and with a check.
 //! - [`hostile`]: slow connections and bad-signature bursts beside the fleet
 //!   (`--slow-connections`, `--bad-signature-burst`), with the hub's log growth.
+//! - [`real_agents`]: real `fleetpulse-agent run` processes instead of simulated agents
+//!   (`--real-agents`), their heartbeat round trips read from their own histograms
+//!   ([`histogram`]).
 //!
 //! docs/performance.md describes the method and the figures.
 
 pub mod agent;
 pub mod client;
 pub mod drive;
+pub mod histogram;
 pub mod hostile;
 pub mod hub;
+pub mod real_agents;
 pub mod reports;
 pub mod stats;
 pub mod verify;
@@ -128,6 +133,18 @@ pub struct Args {
     /// Seconds between the starts of two bad-signature bursts.
     #[arg(long, env = "LOADGEN_BAD_SIGNATURE_EVERY_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub bad_signature_every_seconds: u64,
+    /// Instead of simulated agents: start this many real `fleetpulse-agent run` processes,
+    /// each with its own key and its metrics on a loopback port, at --interval-seconds for
+    /// --duration-seconds after --warmup-rounds accepted heartbeats each; the hostile
+    /// clients run beside them as usual. Reports the round trips the agents measured
+    /// (`fleetpulse_agent_heartbeat_duration_seconds`). The simulated fleet's flags
+    /// (--clusters, --transport, --connections, --floor, ...) do not apply.
+    #[arg(long, env = "LOADGEN_REAL_AGENTS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=500),
+          conflicts_with_all = ["clusters", "floor", "agent_footprint"])]
+    pub real_agents: Option<u32>,
+    /// The `fleetpulse-agent` binary for --real-agents (default: next to this one).
+    #[arg(long, env = "LOADGEN_AGENT_BIN")]
+    pub agent_bin: Option<PathBuf>,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -152,6 +169,23 @@ pub async fn run_agent_footprint(args: &Args, pods: usize) -> anyhow::Result<()>
     agent::footprint(pods, args.interval_seconds, seconds, work.path(), &bin).await
 }
 
+/// The hub `args` name (`--url`), or one started in `work` watching `manifests`.
+pub fn hub_under_test(
+    args: &Args,
+    manifests: &std::path::Path,
+    work: &std::path::Path,
+) -> anyhow::Result<HubUnderTest> {
+    match (&args.url, &args.ca) {
+        (Some(url), Some(ca)) => {
+            HubUnderTest::external(url.clone(), args.admin_url.clone(), ca, args.hub_pid)
+        }
+        _ => {
+            let bin = hub::hub_binary(args.hub_bin.as_deref())?;
+            HubUnderTest::start_embedded(&bin, manifests, work, args.hub_cpus.as_deref())
+        }
+    }
+}
+
 /// Runs the load and prints its figures to stdout, the [`FinalLine`] last.
 pub async fn run(args: Args) -> anyhow::Result<Run> {
     if let Some(cpus) = &args.loadgen_cpus {
@@ -170,15 +204,7 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
         clusters.len(),
         t.elapsed().as_secs_f64()
     );
-    let mut hub = match (&args.url, &args.ca) {
-        (Some(url), Some(ca)) => {
-            HubUnderTest::external(url.clone(), args.admin_url.clone(), ca, args.hub_pid)?
-        }
-        _ => {
-            let bin = hub::hub_binary(args.hub_bin.as_deref())?;
-            HubUnderTest::start_embedded(&bin, &manifests, work.path(), args.hub_cpus.as_deref())?
-        }
-    };
+    let mut hub = hub_under_test(&args, &manifests, work.path())?;
     let setup = client::client(&hub.ca_pem, Transport::Http2)?;
     let public_keys: HashSet<String> = clusters
         .iter()
@@ -262,66 +288,5 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
     attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
     let end = probe();
     hub.stop();
-    Ok(summarize(&args, &mut driven, verify.per_core, end))
-}
-
-fn summarize(
-    args: &Args,
-    d: &mut drive::Driven,
-    verify_per_core: f64,
-    end: Option<hub::ProcSample>,
-) -> Run {
-    let secs = d.elapsed.as_secs_f64();
-    for (name, tally) in [("warmup", &mut d.warmup), ("timed", &mut d.timed)] {
-        println!(
-            "{name}: accepted={} rejected={} failed={} {:?}",
-            tally.accepted,
-            tally.rejected_total(),
-            tally.failed,
-            tally.rejected
-        );
-        for sample in &tally.samples {
-            println!("  {name} refusal: {sample}");
-        }
-        println!(
-            "{name} latency_ms (due to answer): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} \
-             max={:.2}",
-            tally.latency_ms(50.0),
-            tally.latency_ms(90.0),
-            tally.latency_ms(99.0),
-            tally.latency_ms(99.9),
-            tally.latency_ms(100.0),
-        );
-    }
-    let accepted_per_s = d.timed.accepted as f64 / secs;
-    println!(
-        "timed phase {secs:.1}s, max send lag {:.1} ms",
-        d.max_send_lag.as_secs_f64() * 1e3
-    );
-    let cpu = d.hub.map_or(f64::NAN, |(a, b)| b.cpu_secs - a.cpu_secs);
-    let hub_cpu_us_per_hb = cpu * 1e6 / d.timed.accepted as f64;
-    let rss_mib = end.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0);
-    println!(
-        "hub: cpu_s={cpu:.2} cores_used={:.3} rss_mib={rss_mib:.1}",
-        cpu / secs
-    );
-    let rejected = d.warmup.rejected_total() + d.timed.rejected_total();
-    let failed = d.warmup.failed + d.timed.failed;
-    println!("rejected={rejected} failed={failed}");
-    let hub_ingest_per_core = 1e6 / hub_cpu_us_per_hb;
-    let line = FinalLine {
-        clusters: args.clusters,
-        accepted_per_s,
-        hub_cpu_us_per_hb,
-        hub_ingest_per_core,
-        verify_only_per_core: verify_per_core,
-        ratio: hub_ingest_per_core / verify_per_core,
-        rss_mib,
-    };
-    println!("{line}");
-    Run {
-        line,
-        rejected,
-        failed,
-    }
+    Ok(stats::summarize(&args, &mut driven, verify.per_core, end))
 }

@@ -1,6 +1,7 @@
 //! The load generator against the real hub binary, briefly: every heartbeat is accepted and
-//! the last line is the machine-readable summary. No figure is asserted (performance is
-//! measured by the tool, see docs/performance.md, not by tests).
+//! the last line is the machine-readable summary, with simulated agents and with real
+//! agent processes. No figure is asserted (performance is measured by the tool, see
+//! docs/performance.md, not by tests).
 
 use std::process::{Command, Output, Stdio};
 
@@ -58,5 +59,59 @@ fn fifty_clusters_are_all_accepted_and_the_last_line_parses() -> anyhow::Result<
 #[test]
 fn with_batch_verification_every_heartbeat_is_still_accepted() -> anyhow::Result<()> {
     assert_all_accepted(&loadgen(true)?)?;
+    Ok(())
+}
+
+/// The `key=value` fields of a line.
+fn fields(line: &str) -> std::collections::HashMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .collect()
+}
+
+#[test]
+fn real_agents_beside_hostile_clients_are_accepted_and_their_round_trips_counted()
+-> anyhow::Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["--real-agents", "2", "--interval-seconds", "2"])
+        .args(["--duration-seconds", "4", "--warmup-rounds", "1"])
+        .args(["--slow-connections", "3", "--bad-signature-burst", "10"])
+        .args(["--bad-signature-every-seconds", "1"])
+        .arg("--hub-bin")
+        .arg(process::binary("fleetpulse-hub")?)
+        .arg("--agent-bin")
+        .arg(process::binary("fleetpulse-agent")?)
+        .stdin(Stdio::null())
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "loadgen --real-agents failed with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let f = fields(last);
+    let number = |key: &str| -> u64 {
+        f.get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number {key}= in the last line:\n{stdout}"))
+    };
+    assert_eq!(number("real_agents"), 2, "{stdout}");
+    assert_eq!(number("failed"), 0, "{stdout}");
+    assert_eq!(number("reachable"), 2, "{stdout}");
+    // Each agent sends about one heartbeat per 2 s window; the hub counted them too.
+    assert!(number("sent") >= 2, "{stdout}");
+    assert!(number("hub_accepted") >= 2, "{stdout}");
+    assert!(number("round_trips") >= 2, "{stdout}");
+    let p99 = f.get("p99_le_ms").copied().unwrap_or_default();
+    assert!(
+        p99 == "inf" || p99.parse::<f64>().is_ok_and(|ms| ms > 0.0),
+        "p99_le_ms={p99}:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("hostile: slow_opened=") && stdout.contains("bad_signature_sent="),
+        "{stdout}"
+    );
     Ok(())
 }

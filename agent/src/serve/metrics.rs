@@ -1,7 +1,8 @@
 //! [`AgentMetrics`]: the agent's Prometheus metrics (`prometheus-client`), recorded by the
-//! heartbeat loop (one call per attempt) and the check engine (one call per round), and
-//! encoded on `/metrics`. Per-check gauges are rebuilt from the checks' current results at
-//! each scrape, so a check removed from the config disappears from the next scrape.
+//! heartbeat loop (one call per attempt, with its round trip) and the check engine (one
+//! call per round), and encoded on `/metrics`. Per-check gauges are rebuilt from the
+//! checks' current results at each scrape, so a check removed from the config disappears
+//! from the next scrape.
 //! docs/metrics.md lists every metric.
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::family::MetricConstructor;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
@@ -25,6 +27,28 @@ use crate::hub_client::HubError;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
+}
+
+/// `outcome` label of the heartbeat round-trip histogram.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// Upper bounds (seconds) of the heartbeat round-trip buckets: Prometheus' default
+/// buckets, fine enough to say "p99 below 100 ms" from a scrape.
+pub const HEARTBEAT_DURATION_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Builds each `outcome`'s histogram with [`HEARTBEAT_DURATION_BUCKETS`].
+#[derive(Clone, Copy, Debug, Default)]
+struct HeartbeatBuckets;
+
+impl MetricConstructor<Histogram> for HeartbeatBuckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(HEARTBEAT_DURATION_BUCKETS)
+    }
 }
 
 /// Labels of the per-check result gauges.
@@ -53,6 +77,7 @@ struct Inner {
     registry: Registry,
     sent: Counter,
     failed: Family<ReasonLabels, Counter>,
+    heartbeat_duration: Family<OutcomeLabels, Histogram, HeartbeatBuckets>,
     last_accepted: Gauge<f64, AtomicU64>,
     check_passing: Family<CheckLabels, Gauge>,
     check_failures: Family<CheckLabels, Gauge>,
@@ -71,6 +96,7 @@ impl Default for Inner {
             registry: Registry::default(),
             sent: Counter::default(),
             failed: Family::default(),
+            heartbeat_duration: Family::new_with_constructor(HeartbeatBuckets),
             last_accepted: Gauge::default(),
             check_passing: Family::default(),
             check_failures: Family::default(),
@@ -91,6 +117,12 @@ impl Default for Inner {
             "heartbeats_failed",
             "Heartbeat attempts that failed, by reason: unreachable, http_error, bad_answer or the hub's rejection code",
             inner.failed.clone(),
+        );
+        r.register_with_unit(
+            "heartbeat_duration",
+            "Round trip of each heartbeat attempt, from sending the signed report to the hub's answer (or the transport error), by outcome: accepted, refused (any other answer) or no_answer",
+            Unit::Seconds,
+            inner.heartbeat_duration.clone(),
         );
         r.register_with_unit(
             "last_accepted_heartbeat_timestamp",
@@ -130,6 +162,15 @@ impl Default for Inner {
     }
 }
 
+/// The `outcome` label of a heartbeat attempt's round trip.
+fn outcome(result: Result<(), &HubError>) -> &'static str {
+    match result {
+        Ok(()) => "accepted",
+        Err(HubError::Unreachable { .. }) => "no_answer",
+        Err(_) => "refused",
+    }
+}
+
 /// The `reason` label of a failed heartbeat: the hub's rejection code, or what kind of
 /// transport failure it was.
 fn reason(err: &HubError) -> &'static str {
@@ -142,10 +183,16 @@ fn reason(err: &HubError) -> &'static str {
 }
 
 impl AgentMetrics {
-    /// Records one heartbeat attempt: sent, and accepted at `now` or failed.
-    pub fn heartbeat(&self, result: Result<(), &HubError>, now: SystemTime) {
+    /// Records one heartbeat attempt: sent, its round trip `took` (from sending the report
+    /// to the answer or the error), and accepted at `now` or failed.
+    pub fn heartbeat(&self, result: Result<(), &HubError>, took: Duration, now: SystemTime) {
         let m = &self.inner;
         m.sent.inc();
+        m.heartbeat_duration
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome(result),
+            })
+            .observe(took.as_secs_f64());
         match result {
             Ok(()) => {
                 let unix = now

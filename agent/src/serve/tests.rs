@@ -65,7 +65,7 @@ async fn the_endpoint_answers_probes_and_metrics_and_healthz_fails_once_the_loop
         (code, body.as_str()),
         (503, "not ready: the hub has not accepted a heartbeat yet\n")
     );
-    metrics.heartbeat(Ok(()), SystemTime::now());
+    metrics.heartbeat(Ok(()), Duration::from_millis(20), SystemTime::now());
     let (code, body) = get(&base, "/readyz").await;
     assert_eq!(code, 200, "{body}");
     let (code, body) = get(&base, "/metrics").await;

@@ -1,6 +1,8 @@
 //! `loadgen`: simulated agents send signed heartbeats to a real `fleetpulse-hub`; the last
 //! line of its output compares the hub's CPU time per accepted heartbeat with one core's
-//! signature-verification rate. See docs/performance.md.
+//! signature-verification rate. With `--real-agents N`, N real `fleetpulse-agent`
+//! processes report instead and the last line gives their round trips. See
+//! docs/performance.md.
 #![forbid(unsafe_code)]
 
 use clap::Parser;
@@ -12,6 +14,14 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(pods) = args.agent_footprint {
         return loadgen::run_agent_footprint(&args, pods).await;
+    }
+    if let Some(agents) = args.real_agents {
+        let run = loadgen::real_agents::run(&args, agents as usize).await?;
+        if let Some(problem) = run.problem() {
+            eprintln!("loadgen: {problem}; see the figures above");
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     let run = loadgen::run(args).await?;
     if run.rejected + run.failed > 0 {

@@ -28,20 +28,26 @@ pub struct HubUnderTest {
 /// Where `fleetpulse-hub` is: `explicit`, else next to this executable, else one directory
 /// up (a test executable lives in `target/<profile>/deps`).
 pub fn hub_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    binary_beside("fleetpulse-hub", explicit, "--hub-bin")
+}
+
+/// Where the workspace binary `name` is: `explicit`, else next to this executable, else one
+/// directory up; the error names the build command and `flag` to pass instead.
+pub fn binary_beside(name: &str, explicit: Option<&Path>, flag: &str) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path.to_owned());
     }
     let exe = std::env::current_exe()?;
-    let name = format!("fleetpulse-hub{}", std::env::consts::EXE_SUFFIX);
+    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
     exe.ancestors()
         .skip(1)
         .take(2)
-        .map(|dir| dir.join(&name))
+        .map(|dir| dir.join(&file))
         .find(|p| p.exists())
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "{name} not found next to {}; build it (`cargo build --release -p \
-                 fleetpulse-hub`) or pass --hub-bin",
+                "{file} not found next to {}; build it (`cargo build --release -p {name}`) or \
+                 pass {flag}",
                 exe.display()
             )
         })

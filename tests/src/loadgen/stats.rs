@@ -151,6 +151,68 @@ impl FinalLine {
     }
 }
 
+/// Prints the phases' tallies and the hub's figures, the [`FinalLine`] last.
+pub fn summarize(
+    args: &super::Args,
+    d: &mut super::drive::Driven,
+    verify_per_core: f64,
+    end: Option<super::hub::ProcSample>,
+) -> super::Run {
+    let secs = d.elapsed.as_secs_f64();
+    for (name, tally) in [("warmup", &mut d.warmup), ("timed", &mut d.timed)] {
+        println!(
+            "{name}: accepted={} rejected={} failed={} {:?}",
+            tally.accepted,
+            tally.rejected_total(),
+            tally.failed,
+            tally.rejected
+        );
+        for sample in &tally.samples {
+            println!("  {name} refusal: {sample}");
+        }
+        println!(
+            "{name} latency_ms (due to answer): p50={:.2} p90={:.2} p99={:.2} p99.9={:.2} \
+             max={:.2}",
+            tally.latency_ms(50.0),
+            tally.latency_ms(90.0),
+            tally.latency_ms(99.0),
+            tally.latency_ms(99.9),
+            tally.latency_ms(100.0),
+        );
+    }
+    let accepted_per_s = d.timed.accepted as f64 / secs;
+    println!(
+        "timed phase {secs:.1}s, max send lag {:.1} ms",
+        d.max_send_lag.as_secs_f64() * 1e3
+    );
+    let cpu = d.hub.map_or(f64::NAN, |(a, b)| b.cpu_secs - a.cpu_secs);
+    let hub_cpu_us_per_hb = cpu * 1e6 / d.timed.accepted as f64;
+    let rss_mib = end.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0);
+    println!(
+        "hub: cpu_s={cpu:.2} cores_used={:.3} rss_mib={rss_mib:.1}",
+        cpu / secs
+    );
+    let rejected = d.warmup.rejected_total() + d.timed.rejected_total();
+    let failed = d.warmup.failed + d.timed.failed;
+    println!("rejected={rejected} failed={failed}");
+    let hub_ingest_per_core = 1e6 / hub_cpu_us_per_hb;
+    let line = FinalLine {
+        clusters: args.clusters,
+        accepted_per_s,
+        hub_cpu_us_per_hb,
+        hub_ingest_per_core,
+        verify_only_per_core: verify_per_core,
+        ratio: hub_ingest_per_core / verify_per_core,
+        rss_mib,
+    };
+    println!("{line}");
+    super::Run {
+        line,
+        rejected,
+        failed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

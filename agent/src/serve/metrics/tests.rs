@@ -36,10 +36,11 @@ fn rejected(code: RejectCode) -> HubError {
 fn failed_heartbeats_are_counted_by_the_hubs_rejection_code_and_accepted_ones_set_the_time() {
     let m = AgentMetrics::default();
     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), at);
-    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), at);
+    let took = Duration::from_millis(30);
+    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), took, at);
+    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), took, at);
     assert_eq!(m.last_accepted(), None);
-    m.heartbeat(Ok(()), at);
+    m.heartbeat(Ok(()), took, at);
     let text = m.encode(&[]);
     for line in [
         "fleetpulse_agent_heartbeats_sent_total 3",
@@ -76,4 +77,39 @@ fn per_check_gauges_follow_the_current_results_and_a_removed_check_disappears() 
         !text.contains("check=\"web\""),
         "web still exposed:\n{text}"
     );
+}
+
+#[test]
+fn each_heartbeat_round_trip_lands_in_its_bucket_by_outcome() {
+    let m = AgentMetrics::default();
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    for ms in [3, 40, 40, 99] {
+        m.heartbeat(Ok(()), Duration::from_millis(ms), at);
+    }
+    m.heartbeat(
+        Err(&rejected(RejectCode::BadSignature)),
+        Duration::from_millis(120),
+        at,
+    );
+    let unreachable = HubError::Unreachable {
+        url: "https://hub.example/v1/heartbeat".into(),
+        source: "timed out".into(),
+    };
+    m.heartbeat(Err(&unreachable), Duration::from_secs(12), at);
+    let text = m.encode(&[]);
+    let bucket = "fleetpulse_agent_heartbeat_duration_seconds_bucket";
+    for line in [
+        format!("{bucket}{{le=\"0.005\",outcome=\"accepted\"}} 1"),
+        format!("{bucket}{{le=\"0.025\",outcome=\"accepted\"}} 1"),
+        format!("{bucket}{{le=\"0.05\",outcome=\"accepted\"}} 3"),
+        format!("{bucket}{{le=\"0.1\",outcome=\"accepted\"}} 4"),
+        format!("{bucket}{{le=\"0.1\",outcome=\"refused\"}} 0"),
+        format!("{bucket}{{le=\"0.25\",outcome=\"refused\"}} 1"),
+        format!("{bucket}{{le=\"10.0\",outcome=\"no_answer\"}} 0"),
+        format!("{bucket}{{le=\"+Inf\",outcome=\"no_answer\"}} 1"),
+        "fleetpulse_agent_heartbeat_duration_seconds_count{outcome=\"accepted\"} 4".to_owned(),
+        "fleetpulse_agent_heartbeats_sent_total 6".to_owned(),
+    ] {
+        assert!(text.contains(&line), "{line} missing from:\n{text}");
+    }
 }
