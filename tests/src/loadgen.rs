@@ -133,6 +133,11 @@ pub struct Args {
     /// Seconds between the starts of two bad-signature bursts.
     #[arg(long, env = "LOADGEN_BAD_SIGNATURE_EVERY_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub bad_signature_every_seconds: u64,
+    /// The loopback address the bad-signature bursts come from. The fleet's is
+    /// 127.0.0.1; the hub limits authentication failures per source (`serve
+    /// --failure-limit`), so from 127.0.0.1 the bursts would cut the fleet off too.
+    #[arg(long, env = "LOADGEN_BAD_SIGNATURE_FROM", default_value = "127.0.0.2")]
+    pub bad_signature_from: std::net::Ipv4Addr,
     /// Instead of simulated agents: start this many real `fleetpulse-agent run` processes,
     /// each with its own key and its metrics on a loopback port, at --interval-seconds for
     /// --duration-seconds after --warmup-rounds accepted heartbeats each; the hostile

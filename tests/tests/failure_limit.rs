@@ -168,7 +168,8 @@ fn refused(code: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_window_ends() {
+async fn forged_heartbeats_past_the_limit_are_answered_429_until_the_window_ends_and_signed_ones_served()
+ {
     let dir = tempfile::tempdir().unwrap();
     let (pki, hub, clusters) = start_hub(dir.path(), 2, &[]);
     // edge-1: a real agent from 127.0.0.1, reporting every second.
@@ -192,8 +193,8 @@ async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_windo
     for i in 0..3 * LIMIT {
         assert_eq!(edge2.heartbeat(false).await.0, 200, "report {i} accepted");
     }
-    // Forged reports: the first LIMIT are verified and refused, the rest answered 429
-    // without being verified, and so is a correctly signed report or config pull.
+    // Forged reports: the first LIMIT are refused as they are, the rest answered 429;
+    // a correctly signed report or config pull from the same source is still served.
     let first_forged = Instant::now();
     // Every 429 this test receives on a heartbeat; the hub must count exactly these.
     let limited = AtomicUsize::new(0);
@@ -212,16 +213,20 @@ async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_windo
         );
     }
     assert_eq!(
-        edge2.heartbeat(false).await.1,
-        "rate_limited",
-        "verified or not"
+        edge2.heartbeat(false).await.0,
+        200,
+        "a report that verifies is served whatever its source's count"
     );
-    limited.fetch_add(1, Ordering::Relaxed);
-    let (status, code, _) = edge2.config(&clusters[1].key).await;
+    assert_eq!(
+        edge2.config(&clusters[1].key).await.0,
+        200,
+        "a signed config pull too"
+    );
+    let (status, code, _) = edge2.config(&clusters[0].key).await;
     assert_eq!(
         (status, code.as_str()),
         (429, "rate_limited"),
-        "config pulls too"
+        "a config pull signed by another cluster's key is limited"
     );
 
     let ca = pki.ca_cert.clone();
@@ -235,7 +240,7 @@ async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_windo
     assert_eq!(
         sample(&metrics, &refused("bad_signature")),
         LIMIT as f64,
-        "only {LIMIT} verified"
+        "only {LIMIT} answered as themselves"
     );
     let config_limited = "fleetpulse_hub_config_requests_total{result=\"rate_limited\"}";
     assert_eq!(sample(&metrics, config_limited), 1.0);
@@ -250,16 +255,16 @@ async fn forged_heartbeats_past_the_limit_are_refused_unverified_until_the_windo
         "the hub names the source"
     );
 
-    // The window ends: edge-2's correct reports are accepted again (polling with correct
-    // reports, which never count), no earlier than a window after the first forgery.
+    // The window ends: a forged report is answered 401 again (polling with forged
+    // reports), no earlier than a window after the first forgery.
     wait::until_some("the limit to lift", DEADLINE, || {
-        let (request, limited) = (edge2.next_heartbeat(false), &limited);
+        let (request, limited) = (edge2.next_heartbeat(true), &limited);
         async move {
             let (status, _, _) = answer(request.send().await.ok()?).await;
             if status == 429 {
                 limited.fetch_add(1, Ordering::Relaxed);
             }
-            (status == 200).then_some(())
+            (status == 401).then_some(())
         }
     })
     .await
@@ -321,9 +326,15 @@ async fn admin_requests_answered_401_past_the_limit_are_answered_429_on_both_lis
         retry.is_some_and(|r| (1..=WINDOW.as_secs()).contains(&r)),
         "{retry:?}"
     );
-    // The limit is the source's on both listeners: its heartbeats are refused too.
+    // The limit is the source's on both listeners: its forged heartbeats are answered 429
+    // too, while a signed one is served.
     let mut agent = Sender::new(guesser.clone(), &hub.server, &clusters[0]);
-    assert_eq!(agent.heartbeat(false).await.1, "rate_limited");
+    assert_eq!(agent.heartbeat(true).await.1, "rate_limited");
+    assert_eq!(
+        agent.heartbeat(false).await.0,
+        200,
+        "a signed heartbeat is served"
+    );
     assert_eq!(
         admin_get(&operator, &list, TOKEN).await.0,
         200,
@@ -353,8 +364,8 @@ async fn admin_requests_answered_401_past_the_limit_are_answered_429_on_both_lis
         first_guess.elapsed()
     );
     assert_eq!(
-        agent.heartbeat(false).await.0,
-        200,
+        agent.heartbeat(true).await.1,
+        "bad_signature",
         "and on the agents' port"
     );
 }

@@ -1,10 +1,10 @@
-//! The agent endpoints: HTTP glue around the [`crate::admission`] pipeline. A source over
-//! its limit of authentication failures ([`crate::limiter::failures`]) is refused first,
-//! before the body is read; a heartbeat that passed every step is applied by
-//! [`crate::fleet::Fleet::accept`] (the replay rule and the state update, under the
-//! cluster's lock); a config pull is answered with the cluster's effective config. Every
-//! outcome is counted by its [`Refusal`] label, and each refusal is reported to the limit,
-//! which counts those that are authentication failures.
+//! The agent endpoints: HTTP glue around the [`crate::admission`] pipeline. A heartbeat
+//! that passed every step is applied by [`crate::fleet::Fleet::accept`] (the replay rule
+//! and the state update, under the cluster's lock); a config pull is answered with the
+//! cluster's effective config. Each refusal is reported to the limit on authentication
+//! failures ([`crate::limiter::failures`]), which counts those that are such failures and
+//! turns them into 429 once their source is over its limit; a request that authenticates
+//! is served whatever its source's count. Every outcome is counted by its label.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -34,10 +34,6 @@ pub async fn heartbeat(
     body: Body,
 ) -> Response {
     let source = source(&peer);
-    if let Err(limited) = state.failures.check(source) {
-        state.fleet.metrics().heartbeat(limited.label());
-        return limited.into_response();
-    }
     let now = Instant::now();
     let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
@@ -52,13 +48,16 @@ pub async fn heartbeat(
         )
         .await;
     let result = admitted.and_then(|a| state.fleet.accept(&a, now, Timestamp::now()));
+    if let Err(refusal) = &result
+        && let Err(limited) = state.failures.failed(source, refusal.0.code)
+    {
+        state.fleet.metrics().heartbeat(limited.label());
+        return limited.into_response();
+    }
     state.fleet.metrics().heartbeat(outcome(&result));
     match &result {
         Ok(answer) => tracing::trace!(%cluster, seq = answer.accepted_seq, "heartbeat accepted"),
-        Err(refusal) => {
-            state.failures.refused(source, refusal.0.code);
-            tracing::debug!(%cluster, code = refusal.label(), "heartbeat refused");
-        }
+        Err(refusal) => tracing::debug!(%cluster, code = refusal.label(), "heartbeat refused"),
     }
     result.map(Json).into_response()
 }
@@ -71,19 +70,20 @@ pub async fn config(
     headers: HeaderMap,
 ) -> Response {
     let source = source(&peer);
-    if let Err(limited) = state.failures.check(source) {
-        state.fleet.metrics().config_request(limited.label());
-        return limited.into_response();
-    }
     let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
     let result = state
         .admission
         .config(&registry, state.fleet.enrolled_keys(), &cluster, &headers)
         .map(|a| state.fleet.config(&a.entry));
+    if let Err(refusal) = &result
+        && let Err(limited) = state.failures.failed(source, refusal.0.code)
+    {
+        state.fleet.metrics().config_request(limited.label());
+        return limited.into_response();
+    }
     state.fleet.metrics().config_request(outcome(&result));
     if let Err(refusal) = &result {
-        state.failures.refused(source, refusal.0.code);
         tracing::debug!(%cluster, code = refusal.label(), "config request refused");
     }
     result.map(Json).into_response()

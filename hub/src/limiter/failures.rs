@@ -2,9 +2,12 @@
 //! listener and the admin listener share (`serve --failure-limit`). A heartbeat or config
 //! pull refused because its JWS, its key or its signature failed, and an admin request
 //! answered 401, count against the source address ([`counts`] decides per refusal code).
-//! A source that used up its allowance is answered 429 `rate_limited`, with `Retry-After`,
-//! before its body is read or anything verified, until its window ends; the hub logs that
-//! once per window per source. Successes never count, nor do the refusals an honest agent
+//! Once a source used up its allowance, until its window ends: on the admin listener its
+//! requests are answered 429 `rate_limited`, with `Retry-After`, before any token is looked
+//! at (a Kubernetes-mode review is an API call); on the agents' listener its requests that
+//! fail are answered 429 instead of their refusal, while those that authenticate are
+//! served ([`FailureLimit::failed`]), so a forger sharing an address with agents cannot cut
+//! them off. The hub logs a limited source once per window. Successes never count, nor do the refusals an honest agent
 //! causes in normal running (a replay after a lost answer, clock skew, a cluster not
 //! created yet), so a source whose requests succeed is never limited.
 //!
@@ -158,6 +161,30 @@ impl FailureLimit {
     /// Counts a refusal with `code` against `source` if it is an authentication failure.
     pub fn refused(&self, source: Option<Source>, code: RejectCode) {
         self.refused_at(source, code, Instant::now());
+    }
+
+    /// The agents' port, which consults the limit only once a request has failed: counts
+    /// the refusal with `code` as [`FailureLimit::refused`] does, and answers 429 instead
+    /// of it when `source` was already over its limit. A request that authenticates is
+    /// served whatever its source's count, so agents sharing an address with a failing
+    /// client (behind NAT, or an ingress controller that proxies every agent's
+    /// connection) keep reporting.
+    pub fn failed(&self, source: Option<Source>, code: RejectCode) -> Result<(), Limited> {
+        self.failed_at(source, code, Instant::now())
+    }
+
+    fn failed_at(
+        &self,
+        source: Option<Source>,
+        code: RejectCode,
+        now: Instant,
+    ) -> Result<(), Limited> {
+        if !counts(code) {
+            return Ok(());
+        }
+        let blocked = self.check_at(source, now);
+        self.refused_at(source, code, now);
+        blocked
     }
 
     fn check_at(&self, source: Option<Source>, now: Instant) -> Result<(), Limited> {

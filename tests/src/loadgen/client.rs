@@ -50,6 +50,24 @@ pub fn clients(
 
 /// One client.
 pub fn client(ca_pem: &[u8], transport: Transport) -> anyhow::Result<reqwest::Client> {
+    Ok(builder(ca_pem, transport)?.build()?)
+}
+
+/// One client whose connections leave from the loopback address `from` (e.g. 127.0.0.2),
+/// so the hub counts its traffic as another source's than the fleet's. The hub listens on
+/// 127.0.0.1, so `localhost` is pinned there (an IPv4 source cannot reach `::1`).
+pub fn client_from(
+    ca_pem: &[u8],
+    transport: Transport,
+    from: std::net::Ipv4Addr,
+) -> anyhow::Result<reqwest::Client> {
+    Ok(builder(ca_pem, transport)?
+        .local_address(std::net::IpAddr::V4(from))
+        .resolve("localhost", std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .build()?)
+}
+
+fn builder(ca_pem: &[u8], transport: Transport) -> anyhow::Result<reqwest::ClientBuilder> {
     let mut tls = client_config(Some(ca_pem))?;
     let mut builder = reqwest::Client::builder()
         .no_proxy()
@@ -69,5 +87,5 @@ pub fn client(ca_pem: &[u8], transport: Transport) -> anyhow::Result<reqwest::Cl
             builder = builder.http1_only().pool_max_idle_per_host(0);
         }
     }
-    Ok(builder.tls_backend_preconfigured(tls).build()?)
+    Ok(builder.tls_backend_preconfigured(tls))
 }

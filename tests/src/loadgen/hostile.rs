@@ -53,6 +53,9 @@ pub struct Hostile {
     pub burst: usize,
     /// Seconds between the starts of bursts.
     pub burst_every: Duration,
+    /// The loopback address the bursts come from (the fleet's is 127.0.0.1), so the hub's
+    /// per-source limit on authentication failures cuts them off, not the fleet.
+    pub burst_from: std::net::Ipv4Addr,
     /// The heartbeat path the bad reports go to, and a report whose signature is spoiled.
     pub path: String,
     /// A valid report, spoiled here before sending.
@@ -161,9 +164,11 @@ impl Hostile {
     /// Every `burst_every`, `burst` bad-signature reports, 32 at a time, each on a client
     /// of its own pool (HTTP/1.1, as a script would).
     async fn bursts(&self, counts: &HostileCounts, stop: CancellationToken) {
-        let Ok(client) =
-            super::client::client(self.ca_pem.as_bytes(), super::client::Transport::Http1)
-        else {
+        let Ok(client) = super::client::client_from(
+            self.ca_pem.as_bytes(),
+            super::client::Transport::Http1,
+            self.burst_from,
+        ) else {
             return;
         };
         let Ok(url) = self.url.join(&self.path) else {
@@ -227,6 +232,7 @@ impl Hostile {
             slow_connections: args.slow_connections,
             burst: args.bad_signature_burst,
             burst_every: Duration::from_secs(args.bad_signature_every_seconds),
+            burst_from: args.bad_signature_from,
             path: agent.path.clone(),
             report: agent.reports.last()?.clone(),
         })

@@ -146,3 +146,29 @@ async fn the_answer_is_429_rate_limited_with_retry_after_in_whole_seconds() {
         "{message}"
     );
 }
+
+#[test]
+fn on_the_agents_port_only_failures_past_the_limit_are_answered_429() {
+    let limit = limit(2);
+    let forger = source("10.0.0.1:1");
+    let t0 = Instant::now();
+    for _ in 0..2 {
+        assert!(
+            limit
+                .failed_at(forger, RejectCode::BadSignature, t0)
+                .is_ok()
+        );
+    }
+    let limited = limit.failed_at(forger, RejectCode::BadSignature, t0);
+    assert!(limited.is_err(), "the third failure is answered 429");
+    assert!(
+        limit.failed_at(forger, RejectCode::Replayed, t0).is_ok(),
+        "a refusal that does not count keeps its own answer"
+    );
+    assert!(
+        limit
+            .failed_at(forger, RejectCode::BadSignature, t0 + WINDOW)
+            .is_ok(),
+        "the next window starts afresh"
+    );
+}
