@@ -50,7 +50,9 @@ pub enum RejectCode {
     TokenRevoked,
     /// Enrolment: the token is bound to another cluster (or namespace and name pattern).
     TokenNotForCluster,
-    /// Enrolment: too many attempts from this source or for this token id.
+    /// Too many refused attempts: at enrolment, from this source or for this token id;
+    /// on heartbeats, config pulls and the admin listener, too many authentication
+    /// failures from this source (`serve --failure-limit`).
     RateLimited,
     /// Enrolment or rotation: the message is not signed by the key it carries.
     BadProofOfPossession,
