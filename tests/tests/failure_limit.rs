@@ -8,7 +8,7 @@
 //! 127.0.0.3 (bound as their local address) while the real agent and the operator's reads
 //! come from 127.0.0.1: three sources on one machine.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, h
 use fleetpulse_tests::admin_api;
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::{SimCluster, condition_of, write_clusters};
+use fleetpulse_tests::loadgen;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::wait;
 
@@ -55,14 +56,7 @@ fn start_hub(dir: &Path, clusters: usize, extra: &[String]) -> (Pki, EmbeddedHub
 /// A client trusting the hub's CA that connects from the loopback address `from`.
 fn client_from(pki: &Pki, from: [u8; 4]) -> reqwest::Client {
     let ca = std::fs::read(&pki.ca_cert).unwrap();
-    let tls = fleetpulse_agent::tls::client_config(Some(&ca)).unwrap();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .local_address(IpAddr::from(from))
-        // The hub listens on 127.0.0.1 only; never try ::1 from an IPv4 address.
-        .resolve("localhost", SocketAddr::from(([127, 0, 0, 1], 0)))
-        .timeout(Duration::from_secs(10))
-        .build()
+    loadgen::client::client_from(&ca, loadgen::client::Transport::Http2, Ipv4Addr::from(from))
         .unwrap()
 }
 

@@ -164,4 +164,6 @@ pub async fn run_one(
 }
 
 #[cfg(test)]
+mod probe_secret_tests;
+#[cfg(test)]
 mod tests;

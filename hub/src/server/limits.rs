@@ -10,9 +10,9 @@
 //! about 4 Gi of memory (docs/install.md, "Limits on clients").
 //!
 //! Only failures count against `--failure-limit`, so its default (600 a minute per address,
-//! 10 a second) cuts off a flood of forged reports or guessed admin tokens yet leaves room
-//! for about a hundred agents behind one NAT address each failing every heartbeat (e.g.
-//! started before their MemberCluster lists their key).
+//! 10 a second) answers a flood of forged reports or guessed admin tokens with 429 yet
+//! leaves room for about a hundred agents behind one NAT address each failing every
+//! heartbeat (e.g. started before their MemberCluster lists their key).
 
 use std::time::Duration;
 
@@ -86,11 +86,11 @@ pub struct ConnectionLimits {
     )]
     pub http2_max_pending_resets: usize,
     /// Authentication failures one source address may cause per window
-    /// (--failure-limit-window-seconds) before its heartbeats, config pulls and admin
-    /// requests are answered 429 until the window ends: bad signatures, malformed JWS,
-    /// unknown, revoked or retired keys, and admin requests answered 401. Successes and
-    /// refusals of normal running (replays, clock skew) never count. Agents behind one
-    /// NAT address share it. 0: no limit.
+    /// (--failure-limit-window-seconds): bad signatures, malformed JWS, unknown, revoked or
+    /// retired keys, and admin requests answered 401. Past it, until the window ends, its
+    /// admin requests are answered 429, and so are its heartbeats and config pulls that
+    /// fail (those that authenticate are still served). Successes and refusals of normal
+    /// running (replays, clock skew) never count. 0: no limit.
     #[arg(long, env = "FLEETPULSE_FAILURE_LIMIT", default_value_t = 600)]
     pub failure_limit: u32,
     /// The window of --failure-limit, from a source's first counted failure.

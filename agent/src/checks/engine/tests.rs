@@ -45,12 +45,13 @@ function evaluate()
 end
 "#;
 
-async fn results_when(
+/// Polls `engine` until `done` holds for its results (at most 20 s), and returns them.
+pub(super) async fn results_when(
     engine: &CheckEngine,
     what: &str,
     mut done: impl FnMut(&[CheckResult]) -> bool,
 ) -> Vec<CheckResult> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let results = engine.results();
         if done(&results) {

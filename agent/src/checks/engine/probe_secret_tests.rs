@@ -4,7 +4,6 @@
 //! check, naming the Secret and key and never a value; creating the Secret heals it.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
@@ -14,12 +13,14 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use fleetpulse_agent::checks::ChecksSource;
-use fleetpulse_agent::checks::engine::{CheckEngine, EngineOptions};
-use fleetpulse_agent::checks::resources::{KubeReader, Reader};
 use fleetpulse_common::api::{ClusterCheck, HttpHeader, HttpProbe};
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 use fleetpulse_kubesim::KubeSim;
+
+use super::tests::results_when;
+use super::{CheckEngine, EngineOptions};
+use crate::checks::ChecksSource;
+use crate::checks::resources::{KubeReader, Reader};
 
 const CHECKS_NAMESPACE: &str = "fleetpulse-checks";
 const TOKEN: &str = "Bearer s3cret-token";
@@ -61,25 +62,6 @@ fn probe(name: &str, addr: SocketAddr, header: HttpHeader) -> ClusterCheck {
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-async fn results_when(
-    engine: &CheckEngine,
-    what: &str,
-    done: impl Fn(&[CheckResult]) -> bool,
-) -> Vec<CheckResult> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let results = engine.results();
-        if done(&results) {
-            return results;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}: {results:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
