@@ -1,8 +1,9 @@
 //! What the hub shows of the objects it holds (read API, `get -o yaml`, `describe`): the
-//! specs without the inline values of HTTP probe headers ([`REDACTED`](super::REDACTED) in their place) and
-//! without kubectl's last-applied-configuration annotation, which repeats the spec as it
-//! was applied, values included. Agents still get the full checks in their config: they
-//! need the values to send them.
+//! specs without the inline values of HTTP probe headers and the passwords in probe URLs
+//! ([`REDACTED`](super::REDACTED) in their place) and without kubectl's
+//! last-applied-configuration annotation, which repeats the spec as it was applied, values
+//! included. Agents still get the full checks in their config: they need the values to
+//! send them.
 
 use super::{ClusterCheck, HealthPolicy, MemberCluster};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -11,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 impl ClusterCheck {
-    /// Replaces the inline values of an HTTP probe's headers with [`REDACTED`](super::REDACTED).
+    /// Replaces the inline values of an HTTP probe's headers, and its URL's password, with
+    /// [`REDACTED`](super::REDACTED).
     pub fn redact(&mut self) {
         if let Some(http) = &mut self.http {
             http.redact();
@@ -72,7 +74,7 @@ mod tests {
                 LAST_APPLIED_ANNOTATION: "{\"spec\":{\"livenessChecks\":[{\"http\":{\"httpHeaders\":[{\"value\":\"Bearer s3cret\"}]}}]}}",
                 "team": "platform"}},
             "spec": {"livenessChecks": [{"name": "api", "http": {
-                "url": "https://api.test/healthz",
+                "url": "https://probe:urlpass@api.test/healthz",
                 "httpHeaders": [
                     {"name": "Authorization", "value": "Bearer s3cret"},
                     {"name": "X-Token", "valueFrom": {"secretKeyRef": {"name": "probe", "key": "token"}}}
@@ -82,15 +84,19 @@ mod tests {
     }
 
     #[test]
-    fn inline_header_values_and_the_last_applied_copy_are_not_shown() {
+    fn inline_header_values_url_passwords_and_the_last_applied_copy_are_not_shown() {
         let shown = policy_with_token().redacted();
         let text = serde_json::to_string(&shown).unwrap();
-        assert!(!text.contains("s3cret"), "{text}");
-        let headers = &shown.spec.liveness_checks[0]
-            .http
-            .as_ref()
-            .unwrap()
-            .http_headers;
+        assert!(
+            !text.contains("s3cret") && !text.contains("urlpass"),
+            "{text}"
+        );
+        let http = shown.spec.liveness_checks[0].http.as_ref().unwrap();
+        assert_eq!(
+            http.url.as_deref(),
+            Some("https://probe:<redacted>@api.test/healthz")
+        );
+        let headers = &http.http_headers;
         assert_eq!(headers[0].value.as_deref(), Some(REDACTED));
         assert_eq!(headers[0].name, "Authorization");
         // A reference names a Secret, not its content: it stays as written.

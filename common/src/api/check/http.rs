@@ -1,8 +1,9 @@
 //! The HTTP probe's spec: what to call and how to judge the answer, as the kubelet's
 //! `httpGet`, plus request headers whose values are written inline (`value`) or read from
 //! a Secret of the managed cluster (`valueFrom.secretKeyRef`, as a container's environment
-//! variables are). Inline values reach only the agents that run the probe: everything the
-//! hub shows (read API, CLI) carries [`REDACTED`] instead ([`HttpProbe::redact`]).
+//! variables are). Inline values, and a password in the URL, reach only the agents that run
+//! the probe: everything the hub shows (read API, CLI) carries [`REDACTED`] instead
+//! ([`HttpProbe::redact`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,13 +48,69 @@ pub struct HttpProbe {
 }
 
 impl HttpProbe {
-    /// Replaces every inline header value with [`REDACTED`]. References stay as written:
+    /// Replaces every inline header value, and the password of a URL's user information
+    /// (`https://user:password@host/`), with [`REDACTED`]. References stay as written:
     /// they name a Secret and a key, not what the Secret holds.
     pub fn redact(&mut self) {
         for header in &mut self.http_headers {
             if header.value.is_some() {
                 header.value = Some(REDACTED.to_owned());
             }
+        }
+        if let Some(url) = &mut self.url {
+            *url = without_password(url);
+        }
+    }
+}
+
+/// `url` with the password of its user information replaced by [`REDACTED`] (RFC 3986: the
+/// authority follows `scheme://` up to the next `/`, `?` or `#`; user information is what
+/// comes before its last `@`, the password what follows its first `:`).
+fn without_password(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let Some(userinfo) = authority.rfind('@').map(|at| &authority[..at]) else {
+        return url.to_owned();
+    };
+    match userinfo.find(':') {
+        Some(colon) => format!(
+            "{}{REDACTED}{}",
+            &url[..start + colon + 1],
+            &url[start + userinfo.len()..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_urls_password_is_not_shown_and_the_rest_is() {
+        let cases = [
+            (
+                "https://ops:s3cret@api.example.com/healthz",
+                "https://ops:<redacted>@api.example.com/healthz",
+            ),
+            (
+                "http://ops:p@ss:w@rd@10.0.0.1:8080",
+                "http://ops:<redacted>@10.0.0.1:8080",
+            ),
+            ("https://:token@host?x=1", "https://:<redacted>@host?x=1"),
+            ("https://ops@host/a@b", "https://ops@host/a@b"),
+            (
+                "https://host/path?user=a:b@c",
+                "https://host/path?user=a:b@c",
+            ),
+            ("https://host:8443/", "https://host:8443/"),
+            ("not a url", "not a url"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(without_password(url), shown, "{url}");
         }
     }
 }
