@@ -37,7 +37,7 @@ use crate::core::detector::Detector;
 use crate::core::health::Debounce;
 use crate::core::rollout::{RolloutBrake, RolloutSettings};
 use crate::metrics::{ConditionLabels, Metrics};
-use crate::store::{Snapshot, StoreWriter, StoredCluster, Write};
+use crate::store::{PositionsKept, Snapshot, StoreWriter, StoredCluster, Write};
 
 /// Hub-wide settings the decisions use.
 #[derive(Clone, Debug)]
@@ -96,6 +96,10 @@ pub struct Fleet {
     decided: Arc<tokio::sync::Notify>,
     /// The mirror writer, when the hub runs one: the read API shows its statuses.
     mirrors: std::sync::OnceLock<crate::mirrors::MirrorsHandle>,
+    /// Set at a start whose store may not hold every position accepted before it: the
+    /// start, in milliseconds since the epoch; no incarnation at or below it is accepted
+    /// ([`fleetpulse_common::protocol::replay::check_floor`]).
+    incarnation_floor: std::sync::OnceLock<u64>,
 }
 
 impl Fleet {
@@ -121,6 +125,7 @@ impl Fleet {
             enrolled: std::sync::OnceLock::new(),
             decided: Arc::new(tokio::sync::Notify::new()),
             mirrors: std::sync::OnceLock::new(),
+            incarnation_floor: std::sync::OnceLock::new(),
         }
     }
 
@@ -196,13 +201,17 @@ impl Fleet {
     }
 
     /// Seeds runtime state from the store at start. Every restored cluster gets a full
-    /// grace period from `now` before the detector judges it (startup grace).
+    /// grace period from `now` before the detector judges it (startup grace). When the
+    /// store may lack positions accepted before this start, no incarnation from before
+    /// `wall` is accepted from now on.
     pub fn restore(&self, snapshot: Snapshot, now: Instant, wall: Timestamp) {
         let Snapshot {
             mut clusters,
             mut positions,
             sets,
+            positions_kept,
         } = snapshot;
+        self.floor_incarnations(positions_kept, wall);
         self.sets.lock().statuses.extend(sets);
         let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
         let mut states = self.states.lock();
@@ -215,6 +224,35 @@ impl Fleet {
             );
             states.insert(id, Arc::new(Mutex::new(state)));
         }
+    }
+
+    /// The restart rule after a start whose store may lack accepted positions: every report
+    /// captured before `wall` is refused, whichever position was lost.
+    fn floor_incarnations(&self, kept: PositionsKept, wall: Timestamp) {
+        let floor = wall.as_millisecond().max(0) as u64;
+        let why = match kept {
+            PositionsKept::All => return,
+            PositionsKept::UntilLastFlush => {
+                "the embedded store has no mark of a clean stop (the hub crashed or was \
+                 killed, or the -wal file beside the database was lost), so the positions \
+                 accepted after its last flush are lost"
+            }
+            PositionsKept::NotStored => "positions are kept in memory only in Kubernetes mode",
+        };
+        if self.incarnation_floor.set(floor).is_ok() {
+            let message = "agent incarnations from before this start are refused \
+                           (stale_sequence); each agent running since before it restarts its \
+                           sequence above the start once";
+            match kept {
+                PositionsKept::UntilLastFlush => tracing::warn!(floor, why, "{message}"),
+                _ => tracing::info!(floor, why, "{message}"),
+            }
+        }
+    }
+
+    /// The incarnation no accepted report may be at or below, if this start set one.
+    fn incarnation_floor(&self) -> Option<u64> {
+        self.incarnation_floor.get().copied()
     }
 
     /// Installs new desired state: `objects` is everything the source has now; only what

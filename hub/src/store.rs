@@ -93,6 +93,19 @@ pub struct StoredCluster {
     pub config_hash: u64,
 }
 
+/// Which of the positions accepted before the last stop a [`Snapshot`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PositionsKept {
+    /// Every one: the last stop was clean, or the store is new.
+    #[default]
+    All,
+    /// Those of the last flush: the last stop was not clean (a crash, a kill, a lost WAL
+    /// file), so the positions accepted after that flush are lost.
+    UntilLastFlush,
+    /// None: this store does not keep positions (Kubernetes mode).
+    NotStored,
+}
+
 /// Everything the store holds, read once at start.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -102,6 +115,9 @@ pub struct Snapshot {
     pub positions: HashMap<ClusterId, HashMap<String, Position>>,
     /// Status of every ClusterSet and Set (the previous selection, for stickiness).
     pub sets: HashMap<SetKey, SetStatus>,
+    /// Whether `positions` are all the hub had accepted; if not, the hub refuses every
+    /// incarnation from before its start ([`fleetpulse_common::protocol::replay::check_floor`]).
+    pub positions_kept: PositionsKept,
 }
 
 /// One write.
@@ -136,9 +152,11 @@ pub trait Store: Send + 'static {
     fn load(&mut self) -> Result<Snapshot, StoreError>;
     /// Applies writes atomically.
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
-    /// Makes everything applied durable on its own at a clean shutdown (the embedded store
-    /// checkpoints its WAL into the database file); nothing to do by default.
-    fn checkpoint(&mut self) -> Result<(), StoreError> {
+    /// Called at a clean shutdown once every write was applied: makes the state durable on
+    /// its own and records that the stop was clean, so that the next [`Store::load`] says
+    /// [`PositionsKept::All`] (the embedded store checkpoints its WAL into the database file
+    /// with a clean-stop mark); nothing to do by default.
+    fn clean_stop(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
 }

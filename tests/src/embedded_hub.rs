@@ -27,8 +27,9 @@ pub struct EmbeddedHub {
 
 impl EmbeddedHub {
     /// Starts `serve` over `manifests` with state in `data`, both listeners on port 0 (no
-    /// port race), and waits until it listens. `extra` flags are appended (an
-    /// `--admin-listen` there replaces the free loopback port).
+    /// port race), and waits until it listens. `extra` flags are appended (a `--listen` or
+    /// `--admin-listen` there replaces the free loopback port, e.g. to restart a hub where
+    /// its agents look for it).
     pub fn spawn(
         manifests: &Path,
         data: &Path,
@@ -46,13 +47,14 @@ impl EmbeddedHub {
             &manifests,
             "--data",
             &data,
-            "--listen",
-            "127.0.0.1:0",
             "--tls-cert",
             &cert,
             "--tls-key",
             &key,
         ];
+        if !extra.contains(&"--listen") {
+            args.extend(["--listen", "127.0.0.1:0"]);
+        }
         if !extra.contains(&"--admin-listen") {
             args.extend(["--admin-listen", "127.0.0.1:0"]);
         }

@@ -7,6 +7,7 @@
 //! - [`embedded_hub`]: the real `fleetpulse-hub serve` (embedded mode) as a child process.
 //! - [`fleet`]: a fleet on disk: manifests of MemberClusters with freshly generated agent
 //!   keys, ready for an embedded hub.
+//! - [`hand_agent`]: one cluster's agent driven by hand: signed, skewed or forged requests.
 //! - [`kube_fleet`]: the real hub (Kubernetes mode) and agents against simulated
 //!   management and member clusters, for multi-cluster end-to-end scenarios.
 //! - [`loadgen`]: the load generator behind the `loadgen` binary (docs/performance.md).
@@ -24,6 +25,7 @@ pub mod detection_sim;
 pub mod embedded_hub;
 pub mod fault_proxy;
 pub mod fleet;
+pub mod hand_agent;
 pub mod kube_fleet;
 pub mod loadgen;
 pub mod management;

@@ -119,6 +119,16 @@ impl Running {
         lines.iter().find(|l| l.contains(needle)).cloned()
     }
 
+    /// How many captured stderr lines contain `needle` (only for
+    /// [`Running::spawn_logged`] processes).
+    pub fn log_count(&self, needle: &str) -> usize {
+        let Some(log) = self.log.as_ref() else {
+            return 0;
+        };
+        let lines = log.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().filter(|l| l.contains(needle)).count()
+    }
+
     /// The `addr=` field of the first captured stderr line containing `needle`: where a
     /// server started on port 0 really listens (no bind-then-drop port race).
     pub fn logged_addr(&self, needle: &str) -> Option<std::net::SocketAddr> {

@@ -1,18 +1,25 @@
 //! The embedded store through the real `fleetpulse-hub serve`: after a clean shutdown the
-//! state is in `fleetpulse.db` alone (the WAL was checkpointed), and a database file that
-//! is not SQLite stops the hub with an error naming the file and the fix.
+//! state is in `fleetpulse.db` alone (the WAL was checkpointed); after a crash, which loses
+//! the positions accepted since the last flush, no report from before it is accepted again;
+//! and a database file that is not SQLite stops the hub with an error naming the file and
+//! the fix.
 
 use std::time::Duration;
 
+use fleetpulse_common::protocol::keys;
+use fleetpulse_tests::hand_agent::HandAgent;
+use fleetpulse_tests::loadgen::client::{Transport, client};
+
 use fleetpulse_agent::AgentOptions;
 use fleetpulse_common::api::condition::{REACHABLE, Status};
+use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_hub::store::Store;
 use fleetpulse_hub::store::sqlite::SqliteStore;
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::{condition_of, write_clusters};
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::Running;
-use fleetpulse_tests::wait::blocking_until;
+use fleetpulse_tests::wait::{self, blocking_until};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -66,6 +73,127 @@ async fn after_a_clean_shutdown_the_database_file_alone_holds_the_state() -> any
     assert!(
         snapshot.positions.contains_key(&id),
         "its accepted position too"
+    );
+    Ok(())
+}
+
+/// The value of the sample `name` (with its labels) in an OpenMetrics text, 0 if absent.
+fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The hub's heartbeats answered with `result`, from its `/metrics`.
+async fn heartbeats(hub: &EmbeddedHub, result: &str) -> anyhow::Result<f64> {
+    let ca = std::path::Path::new(&hub.ca);
+    let (_, metrics) =
+        fleetpulse_tests::admin_api::get(ca, &format!("{}/metrics", hub.admin), None).await?;
+    Ok(sample(
+        &metrics,
+        &format!("fleetpulse_hub_heartbeats_total{{result=\"{result}\"}}"),
+    ))
+}
+
+/// Heartbeats the real agent log says it restarted its sequence for.
+fn sequence_restarts(agent: &Running) -> usize {
+    agent.log_count("restarting the sequence above it")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_crash_no_report_from_before_it_is_accepted_and_running_agents_restart_above_it()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pki = Pki::generate(dir.path())?;
+    let (manifests, data) = (dir.path().join("manifests"), dir.path().join("data"));
+    let clusters = write_clusters(&manifests, 2, 1, 4)?;
+    // Positions reach the store only at shutdown: a crash loses every one.
+    let flags = ["--seq-flush-seconds", "3600"];
+    let mut hub = EmbeddedHub::spawn(&manifests, &data, &pki, &flags)?;
+    let listen = hub.server.replace("https://localhost", "127.0.0.1");
+    let restart_flags = [flags.as_slice(), &["--listen", &listen]].concat();
+
+    // edge-1: the real agent, running across both restarts.
+    let key_file = dir.path().join("edge-1.pem");
+    std::fs::write(&key_file, keys::to_pem(&clusters[0].key))?;
+    let agent = hub.agent("agent", "fleet/edge-1", &key_file)?;
+    let (edge1, edge2) = (clusters[0].id.clone(), clusters[1].id.clone());
+    let reachable = |hub: &EmbeddedHub, id: &ClusterId| {
+        hub.clusters()
+            .is_some_and(|c| condition_of(&c, id, REACHABLE) == Status::True)
+    };
+    tokio::task::block_in_place(|| {
+        blocking_until("edge-1 Reachable", DEADLINE, || reachable(&hub, &edge1))
+    })?;
+    // edge-2: a report accepted now, captured by whoever watched the wire.
+    let http = client(&std::fs::read(&pki.ca_cert)?, Transport::Http2)?;
+    let mut hand = HandAgent::new(http, &hub.server, &clusters[1]);
+    let captured = hand.next_jws(false);
+    assert_eq!(hand.resend(&captured).await.0, 200);
+    assert_eq!(sequence_restarts(&agent), 0);
+
+    // The hub is killed: no shutdown flush, no clean-stop mark.
+    hub.process.signal("KILL")?;
+    tokio::task::block_in_place(|| {
+        blocking_until("the hub to die", DEADLINE, || {
+            hub.process.exited().is_some()
+        })
+    })?;
+    let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?;
+    assert!(
+        hub.process
+            .log_line("agent incarnations from before this start are refused")
+            .is_some_and(|l| l.contains("no mark of a clean stop")),
+        "the hub says why it refuses earlier incarnations"
+    );
+    // The captured report is refused, although its position was lost with the crash...
+    let (status, code, _) = hand.resend(&captured).await;
+    assert_eq!((status, code.as_str()), (409, "stale_sequence"));
+    // ...and so is any other report of that incarnation; an agent booted after the hub's
+    // start is served.
+    assert_eq!(hand.heartbeat(false).await.1, "stale_sequence");
+    let http = client(&std::fs::read(&pki.ca_cert)?, Transport::Http2)?;
+    let mut rebooted = HandAgent::new(http, &hub.server, &clusters[1]);
+    assert_eq!(rebooted.heartbeat(false).await.0, 200);
+    // The real agent restarted its sequence above the hub's start once and reports on.
+    tokio::task::block_in_place(|| {
+        blocking_until("edge-1's agent restarts its sequence", DEADLINE, || {
+            sequence_restarts(&agent) == 1
+        })
+    })?;
+    tokio::task::block_in_place(|| {
+        blocking_until("edge-1 and edge-2 Reachable", DEADLINE, || {
+            reachable(&hub, &edge1) && reachable(&hub, &edge2)
+        })
+    })?;
+    wait::until_some("edge-1 reporting after its restart", DEADLINE, || async {
+        (heartbeats(&hub, "accepted").await.ok()? >= 3.0).then_some(())
+    })
+    .await?;
+
+    // A clean stop keeps every position: the next start refuses no incarnation, and the
+    // running agent goes on with its sequence.
+    let mut hub = hub;
+    let stopped = tokio::task::block_in_place(|| hub.process.terminate(DEADLINE))?;
+    assert!(stopped, "the hub stops cleanly");
+    let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?;
+    assert!(
+        hub.process
+            .log_line("agent incarnations from before this start are refused")
+            .is_none()
+    );
+    wait::until_some(
+        "edge-1 reporting after the clean restart",
+        DEADLINE,
+        || async { (heartbeats(&hub, "accepted").await.ok()? >= 3.0).then_some(()) },
+    )
+    .await?;
+    assert_eq!(heartbeats(&hub, "stale_sequence").await?, 0.0);
+    assert_eq!(
+        sequence_restarts(&agent),
+        1,
+        "no restart after a clean stop"
     );
     Ok(())
 }

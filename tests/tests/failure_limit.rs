@@ -13,16 +13,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::SigningKey;
-use serde_json::Value;
-
 use fleetpulse_agent::AgentOptions;
-use fleetpulse_agent::report::{ReportBuilder, sign_config_request, sign_report};
 use fleetpulse_common::api::condition::{REACHABLE, Status};
-use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, heartbeat_path};
 use fleetpulse_tests::admin_api;
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::{SimCluster, condition_of, write_clusters};
+use fleetpulse_tests::hand_agent::{Answer, HandAgent, answer};
 use fleetpulse_tests::loadgen;
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::wait;
@@ -58,91 +54,6 @@ fn client_from(pki: &Pki, from: [u8; 4]) -> reqwest::Client {
     let ca = std::fs::read(&pki.ca_cert).unwrap();
     loadgen::client::client_from(&ca, loadgen::client::Transport::Http2, Ipv4Addr::from(from))
         .unwrap()
-}
-
-/// A hand-driven agent of one cluster: correctly signed reports, or forged ones.
-struct Sender {
-    http: reqwest::Client,
-    hub: String,
-    cluster: SimCluster,
-    reports: ReportBuilder,
-}
-
-/// An answer: status, `code` of the JSON body (empty on success), `Retry-After`.
-type Answer = (u16, String, Option<u64>);
-
-impl Sender {
-    fn new(http: reqwest::Client, hub: &str, cluster: &SimCluster) -> Sender {
-        let incarnation = k8s_openapi::jiff::Timestamp::now()
-            .as_millisecond()
-            .unsigned_abs();
-        let reports = ReportBuilder::new(
-            "fleetpulse".into(),
-            cluster.id.clone(),
-            "uid".into(),
-            incarnation,
-        );
-        Sender {
-            http,
-            hub: hub.to_owned(),
-            cluster: cluster.clone(),
-            reports,
-        }
-    }
-
-    /// The next report, signed; with `forged`, one character of its signature changed.
-    fn next_jws(&mut self, forged: bool) -> String {
-        let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        let report = self.reports.build(now, 1, 0, vec![]);
-        let jws = sign_report(&self.cluster.key, &report);
-        if !forged {
-            return jws;
-        }
-        let at = jws.rfind('.').unwrap() + 5;
-        let swapped = if &jws[at..=at] == "A" { "B" } else { "A" };
-        format!("{}{swapped}{}", &jws[..at], &jws[at + 1..])
-    }
-
-    /// The next heartbeat, ready to send (owning what it needs).
-    fn next_heartbeat(&mut self, forged: bool) -> reqwest::RequestBuilder {
-        let id = &self.cluster.id;
-        let url = format!("{}{}", self.hub, heartbeat_path(&id.namespace, &id.name));
-        let request = self
-            .http
-            .post(url)
-            .header("content-type", CONTENT_TYPE_JOSE);
-        request.body(self.next_jws(forged))
-    }
-
-    async fn heartbeat(&mut self, forged: bool) -> Answer {
-        answer(self.next_heartbeat(forged).send().await.unwrap()).await
-    }
-
-    async fn config(&self, key: &SigningKey) -> Answer {
-        let id = &self.cluster.id;
-        let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        let jws = sign_config_request(key, &self.reports.config_request(now));
-        let url = format!("{}{}", self.hub, config_path(&id.namespace, &id.name));
-        let request = self
-            .http
-            .get(url)
-            .header("authorization", format!("{AUTH_SCHEME} {jws}"));
-        answer(request.send().await.unwrap()).await
-    }
-}
-
-async fn answer(response: reqwest::Response) -> Answer {
-    let status = response.status().as_u16();
-    let retry = response
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let body = response.text().await.unwrap();
-    let code = serde_json::from_str::<Value>(&body)
-        .ok()
-        .and_then(|v| v["code"].as_str().map(str::to_owned))
-        .unwrap_or_default();
-    (status, code, retry)
 }
 
 async fn admin_get(http: &reqwest::Client, url: &str, token: &str) -> Answer {
@@ -183,7 +94,7 @@ async fn forged_heartbeats_past_the_limit_are_answered_429_until_the_window_ends
         .unwrap();
 
     // edge-2 from 127.0.0.2: three times the limit of accepted reports counts nothing.
-    let mut edge2 = Sender::new(client_from(&pki, [127, 0, 0, 2]), &hub.server, &clusters[1]);
+    let mut edge2 = HandAgent::new(client_from(&pki, [127, 0, 0, 2]), &hub.server, &clusters[1]);
     for i in 0..3 * LIMIT {
         assert_eq!(edge2.heartbeat(false).await.0, 200, "report {i} accepted");
     }
@@ -322,7 +233,7 @@ async fn admin_requests_answered_401_past_the_limit_are_answered_429_on_both_lis
     );
     // The limit is the source's on both listeners: its forged heartbeats are answered 429
     // too, while a signed one is served.
-    let mut agent = Sender::new(guesser.clone(), &hub.server, &clusters[0]);
+    let mut agent = HandAgent::new(guesser.clone(), &hub.server, &clusters[0]);
     assert_eq!(agent.heartbeat(true).await.1, "rate_limited");
     assert_eq!(
         agent.heartbeat(false).await.0,

@@ -1,6 +1,7 @@
 //! The verdicts stay safe against the real binaries: a cluster is never Ready on a report
-//! made before its agent pulled its checks, and a manifest that fails to load at a restart
-//! does not make its clusters vanish.
+//! made before its agent pulled its checks, a manifest that fails to load at a restart
+//! does not make its clusters vanish, and an agent whose clock is off can pull its checks
+//! exactly when its heartbeats are accepted (never reported on while running none).
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,7 +9,9 @@ use std::time::Duration;
 use fleetpulse_common::api::condition::{HEALTHY, READY, Status};
 use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
-use fleetpulse_tests::fleet::condition_of;
+use fleetpulse_tests::fleet::{condition_of, write_clusters};
+use fleetpulse_tests::hand_agent::HandAgent;
+use fleetpulse_tests::loadgen::client::{Transport, client};
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::{self, Running};
 use fleetpulse_tests::wait::blocking_until;
@@ -148,5 +151,42 @@ fn a_manifest_that_fails_to_load_at_restart_keeps_the_hub_unready_instead_of_dro
     })?;
     let clusters = hub.clusters().unwrap();
     assert_eq!(clusters.len(), 2, "both clusters of the file are back");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_a_skewed_clock_pulls_its_checks_exactly_when_its_heartbeats_are_accepted()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pki = Pki::generate(dir.path())?;
+    let manifests = dir.path().join("manifests");
+    // Seconds each cluster's agent clock is off the hub's, and whether the hub (120 s of
+    // tolerated skew, reports and config requests living 300 s) accepts what it signs:
+    // up to 420 s behind and 120 s ahead.
+    let offsets = [(-400, true), (110, true), (-450, false), (130, false)];
+    let clusters = write_clusters(&manifests, offsets.len(), 1, 4)?;
+    let data = dir.path().join("data");
+    let hub = tokio::task::block_in_place(|| {
+        let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &[])?;
+        blocking_until("the hub to load its clusters", DEADLINE, || {
+            hub.clusters().is_some_and(|c| c.len() == offsets.len())
+        })?;
+        anyhow::Ok(hub)
+    })?;
+    let ca = std::fs::read(&pki.ca_cert)?;
+    for ((offset, accepted), cluster) in offsets.into_iter().zip(&clusters) {
+        let http = client(&ca, Transport::Http2)?;
+        let mut agent = HandAgent::skewed(http, &hub.server, cluster, offset);
+        let (beat, _, _) = agent.heartbeat(false).await;
+        let (config, config_code, _) = agent.config(&cluster.key).await;
+        assert_eq!(
+            (beat == 200, config == 200),
+            (accepted, accepted),
+            "clock {offset:+} s off: heartbeat {beat}, config pull {config} {config_code}"
+        );
+        if !accepted {
+            assert_eq!(config_code, "report_expired", "clock {offset:+} s off");
+        }
+    }
     Ok(())
 }

@@ -169,8 +169,10 @@ impl<H: HubClient> Agent<H> {
                     last_accepted.incarnation = last.incarnation,
                     last_accepted.seq = last.seq,
                     incarnation,
-                    "hub already accepted a later report from this key (clock reset or a second \
-                     agent with the same key?); restarting the sequence above it"
+                    error = %err,
+                    "hub refused this report's sequence as passed (a hub restart that may have \
+                     lost its positions, a clock reset, or a second agent with the same key); \
+                     restarting the sequence above it"
                 );
                 self.status.send_modify(|s| s.incarnation = incarnation);
                 continue;

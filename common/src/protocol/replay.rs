@@ -1,8 +1,10 @@
 //! The rules on what a signed request claims, as pure functions, one per rule: a request
 //! is admitted only if it is addressed to this hub and to the cluster in the URL
 //! ([`check_addressee`]), is fresh ([`check_fresh`]), and, for a heartbeat, its
-//! `(incarnation, seq)` is above the last one accepted for its key ([`check_sequence`]).
-//! Heartbeats and config requests share them through [`Claims`].
+//! `(incarnation, seq)` is above the last one accepted for its key ([`check_sequence`])
+//! and, after a start that may have lost accepted positions, comes from an incarnation
+//! above the hub's start ([`check_floor`]). Heartbeats and config requests share them
+//! through [`Claims`].
 
 use serde::{Deserialize, Serialize};
 
@@ -163,6 +165,30 @@ pub fn check_sequence(pos: Position, last: Option<Position>) -> Result<Position,
     }
 }
 
+/// The restart rule: after a start that may have lost positions it had accepted (a crash,
+/// or a store that keeps none), the hub accepts only incarnations above `floor`, its start
+/// in milliseconds since the epoch. Every report captured before the start is then refused,
+/// whatever position was lost; an agent running since before it restarts its sequence
+/// above the floor once, as after any `stale_sequence`.
+pub fn check_floor(pos: Position, floor: Option<u64>) -> Result<(), Rejection> {
+    match floor {
+        Some(floor) if pos.incarnation <= floor => Err(Rejection {
+            code: RejectCode::StaleSequence,
+            message: format!(
+                "report (incarnation {}, seq {}) is from an agent incarnation older than this \
+                 hub's start ({floor}), which may have lost the positions it had accepted; an \
+                 agent restarts with a higher incarnation",
+                pos.incarnation, pos.seq
+            ),
+            last_accepted: Some(Position {
+                incarnation: floor,
+                seq: 0,
+            }),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The freshness rule on `iat`/`exp` at `now_unix` (hub clock).
 pub fn check_fresh(iat: i64, exp: i64, now_unix: i64, f: Freshness) -> Result<(), Rejection> {
     let expired = |why: String| reject(RejectCode::ReportExpired, why);
@@ -195,4 +221,43 @@ pub fn check_fresh(iat: i64, exp: i64, now_unix: i64, f: Freshness) -> Result<()
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn at(incarnation: u64, seq: u64) -> Position {
+        Position { incarnation, seq }
+    }
+
+    #[test]
+    fn the_sequence_must_rise_above_the_last_accepted_position() {
+        assert_eq!(check_sequence(at(5, 1), None), Ok(at(5, 1)));
+        assert_eq!(check_sequence(at(5, 2), Some(at(5, 1))), Ok(at(5, 2)));
+        assert_eq!(check_sequence(at(6, 1), Some(at(5, 9))), Ok(at(6, 1)));
+        let replayed = check_sequence(at(5, 1), Some(at(5, 1))).unwrap_err();
+        assert_eq!(
+            (replayed.code, replayed.last_accepted),
+            (RejectCode::Replayed, Some(at(5, 1)))
+        );
+        let stale = check_sequence(at(4, 99), Some(at(5, 1))).unwrap_err();
+        assert_eq!(
+            (stale.code, stale.last_accepted),
+            (RejectCode::StaleSequence, Some(at(5, 1)))
+        );
+    }
+
+    #[test]
+    fn after_a_start_that_may_have_lost_positions_only_later_incarnations_are_accepted() {
+        assert_eq!(check_floor(at(1, 1), None), Ok(()));
+        assert_eq!(check_floor(at(1_001, 1), Some(1_000)), Ok(()));
+        for pos in [at(1_000, 1), at(999, u64::MAX), at(0, 1)] {
+            let refused = check_floor(pos, Some(1_000)).unwrap_err();
+            assert_eq!(refused.code, RejectCode::StaleSequence, "{pos:?}");
+            // The agent restarts one above the position it is given: above the floor.
+            assert_eq!(refused.last_accepted, Some(at(1_000, 0)));
+            assert!(refused.message.contains("older than this hub's start"));
+        }
+    }
 }

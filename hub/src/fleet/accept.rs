@@ -1,6 +1,7 @@
-//! The last step of a heartbeat's admission and its effect: the replay rule, checked
-//! under the cluster's own lock together with the state update it guards (liveness,
-//! health, and a status write when a condition changed).
+//! The last step of a heartbeat's admission and its effect: the replay rule (and the
+//! restart floor after a start that may have lost positions), checked under the cluster's
+//! own lock together with the state update it guards (liveness, health, and a status
+//! write when a condition changed).
 
 use std::time::Instant;
 
@@ -41,6 +42,7 @@ impl Fleet {
             },
             last,
         )?;
+        replay::check_floor(pos, self.incarnation_floor())?;
         // Overwrite in place: no key-id allocation per heartbeat once a key is known.
         match state.positions.get_mut(kid) {
             Some(known) => *known = pos,

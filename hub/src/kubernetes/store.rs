@@ -7,9 +7,10 @@
 //! ([`super::events`]).
 //!
 //! Not kept here: accepted sequence positions, which in Kubernetes mode live only in the
-//! hub's memory. Writing them would cost one API write per cluster per flush; after a
-//! restart, replay protection rests on each report's freshness window (`exp`) until the
-//! agent's next report; see docs/architecture.md.
+//! hub's memory. Writing them would cost one API write per cluster per flush; instead the
+//! snapshot says [`PositionsKept::NotStored`], and a hub that starts to lead refuses every
+//! agent incarnation from before its start (each agent restarts its sequence above it
+//! once); see docs/architecture.md.
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -24,7 +25,7 @@ use fleetpulse_common::protocol::report::ClusterId;
 
 use super::events::{self, Publisher};
 use crate::ids::SetKey;
-use crate::store::{Snapshot, Store, StoreError, StoredCluster, Write};
+use crate::store::{PositionsKept, Snapshot, Store, StoreError, StoredCluster, Write};
 
 /// Status of the hub's CRs, through a Kubernetes client.
 pub struct KubeStore {
@@ -69,7 +70,10 @@ fn ignore_not_found<T>(
 }
 
 async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Snapshot {
+        positions_kept: PositionsKept::NotStored,
+        ..Snapshot::default()
+    };
     let list = |what: &str, e| api_error(format!("listing {what}"), e);
     let clusters = Api::<MemberCluster>::all(client.clone())
         .list(&Default::default())

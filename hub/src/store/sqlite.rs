@@ -4,22 +4,27 @@
 //! not SQLite, is corrupt or cannot be written stops the hub with an error naming the file
 //! and the fix, rather than starting it empty. A clean shutdown checkpoints the WAL into
 //! the database file ([`Store::checkpoint`]), so the state after it lives in
-//! `fleetpulse.db` alone. One unreadable record is logged with its key and skipped.
+//! `fleetpulse.db` alone, and marks the stop clean ([`stop`]): after any other stop the
+//! snapshot says that the positions accepted since the last flush are lost. One unreadable
+//! record is logged with its key and skipped.
 
 mod check;
 mod load;
+mod stop;
 
 use std::path::Path;
 
 use rusqlite::{Connection, params};
 
-use super::{Snapshot, Store, StoreError, Write};
+use super::{PositionsKept, Snapshot, Store, StoreError, Write};
 use crate::ids::SetKey;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
     conn: Connection,
     path: String,
+    /// What the stop before this open kept, read (and reset) at open.
+    positions_kept: PositionsKept,
 }
 
 impl SqliteStore {
@@ -47,16 +52,20 @@ impl SqliteStore {
         )
         .map_err(err)?;
         check::writable(&conn, &path_str)?;
+        let positions_kept = stop::opened(&conn, &path_str)?;
         Ok(Self {
             conn,
             path: path_str,
+            positions_kept,
         })
     }
 }
 
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<Snapshot, StoreError> {
-        load::snapshot(&self.conn, &self.path)
+        let mut snapshot = load::snapshot(&self.conn, &self.path)?;
+        snapshot.positions_kept = self.positions_kept;
+        Ok(snapshot)
     }
 
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
@@ -121,7 +130,8 @@ impl Store for SqliteStore {
         tx.commit().map_err(err)
     }
 
-    fn checkpoint(&mut self) -> Result<(), StoreError> {
+    fn clean_stop(&mut self) -> Result<(), StoreError> {
+        stop::mark_clean(&self.conn, &self.path)?;
         check::checkpoint(&self.conn, &self.path)
     }
 }

@@ -140,7 +140,7 @@ impl StoreWriter {
                     for c in closers {
                         let closed = match failing.lock().clone() {
                             Some(problem) => Err(problem),
-                            None => store.checkpoint().map_err(|e| e.to_string()),
+                            None => store.clean_stop().map_err(|e| e.to_string()),
                         };
                         let _ = c.send(closed);
                     }
@@ -157,7 +157,7 @@ impl StoreWriter {
     }
 
     /// At shutdown: tries everything queued once more, then makes the store durable on its
-    /// own ([`Store::checkpoint`]). `Err` says what was not persisted.
+    /// own ([`Store::clean_stop`]). `Err` says what was not persisted.
     pub fn close(&self) -> Result<(), String> {
         let (done, wait) = mpsc::channel();
         self.tx

@@ -1,5 +1,6 @@
 //! The embedded store: records survive a reopen, the WAL is checkpointed, a file that is
-//! not SQLite or is corrupt is refused, an unreadable record is skipped.
+//! not SQLite or is corrupt is refused, an unreadable record is skipped, and the next open
+//! knows whether the last stop was clean.
 
 use std::collections::HashMap;
 
@@ -57,11 +58,11 @@ fn one_cluster(store: &mut SqliteStore, name: &str, config_hash: u64) {
 }
 
 #[test]
-fn after_a_checkpoint_the_database_file_alone_holds_the_state() {
+fn after_a_clean_stop_the_database_file_alone_holds_the_state() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = SqliteStore::open(dir.path()).unwrap();
     one_cluster(&mut store, "a", 7);
-    store.checkpoint().unwrap();
+    store.clean_stop().unwrap();
     let wal = dir.path().join("fleetpulse.db-wal");
     assert_eq!(
         std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
@@ -115,7 +116,7 @@ fn a_corrupt_database_is_refused_rather_than_opened_empty() {
     for i in 0..200 {
         one_cluster(&mut store, &format!("cluster-{i}"), i);
     }
-    store.checkpoint().unwrap();
+    store.clean_stop().unwrap();
     drop(store);
     let path = dir.path().join("fleetpulse.db");
     let mut bytes = std::fs::read(&path).unwrap();
@@ -176,4 +177,41 @@ fn one_unreadable_record_is_skipped_and_the_others_load() {
     );
     assert!(!snapshot.positions.contains_key(&bad));
     assert!(snapshot.sets.is_empty());
+}
+
+#[test]
+fn the_next_open_knows_whether_the_last_stop_was_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = |dir: &std::path::Path| SqliteStore::open(dir).unwrap().load().unwrap();
+    // A new store lost nothing.
+    assert_eq!(kept(dir.path()).positions_kept, PositionsKept::All);
+    // That open was not followed by a clean stop (the store was dropped, as a crash would).
+    assert_eq!(
+        kept(dir.path()).positions_kept,
+        PositionsKept::UntilLastFlush
+    );
+
+    let mut store = SqliteStore::open(dir.path()).unwrap();
+    one_cluster(&mut store, "a", 1);
+    store.clean_stop().unwrap();
+    drop(store);
+    let mut store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(store.load().unwrap().positions_kept, PositionsKept::All);
+    // This run crashes with its WAL lost: the database file alone must not say clean.
+    one_cluster(&mut store, "b", 2);
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        dir.path().join("fleetpulse.db"),
+        copy.path().join("fleetpulse.db"),
+    )
+    .unwrap();
+    drop(store);
+    assert_eq!(
+        kept(copy.path()).positions_kept,
+        PositionsKept::UntilLastFlush
+    );
+    assert_eq!(
+        kept(dir.path()).positions_kept,
+        PositionsKept::UntilLastFlush
+    );
 }

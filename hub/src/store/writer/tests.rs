@@ -14,7 +14,7 @@ struct Flaky {
     down: Arc<AtomicBool>,
     attempts: Arc<AtomicUsize>,
     applied: Arc<Mutex<Vec<Vec<Write>>>>,
-    checkpoints: Arc<AtomicUsize>,
+    clean_stops: Arc<AtomicUsize>,
 }
 
 impl Store for Flaky {
@@ -34,8 +34,8 @@ impl Store for Flaky {
         Ok(())
     }
 
-    fn checkpoint(&mut self) -> Result<(), StoreError> {
-        self.checkpoints.fetch_add(1, Ordering::SeqCst);
+    fn clean_stop(&mut self) -> Result<(), StoreError> {
+        self.clean_stops.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -137,12 +137,12 @@ fn while_writes_fail_the_writer_says_why_and_close_reports_them_not_persisted() 
         closed.as_ref().is_err_and(|e| e.contains("not stored")),
         "close says what was not persisted: {closed:?}"
     );
-    assert_eq!(store.checkpoints.load(Ordering::SeqCst), 0);
+    assert_eq!(store.clean_stops.load(Ordering::SeqCst), 0);
 
     store.down.store(false, Ordering::SeqCst);
     wait_for("the store caught up", || writer.problem().is_none());
     assert_eq!(writer.close(), Ok(()));
-    assert_eq!(store.checkpoints.load(Ordering::SeqCst), 1);
+    assert_eq!(store.clean_stops.load(Ordering::SeqCst), 1);
     assert_eq!(
         generations(&store.applied.lock().concat()),
         [("a".into(), 1)]
