@@ -2,7 +2,8 @@
 //! and HealthPolicy objects) and each cluster's runtime state, behind one handle that the
 //! ingest, the ticker and the read API share.
 //!
-//! `fleet/accept.rs` applies an admitted heartbeat (the replay rule and the state update).
+//! `fleet/accept.rs` applies an admitted heartbeat (the replay rule and the state update);
+//! `fleet/persist.rs` restores the fleet from its store at start and writes to it.
 //!
 //! Locking: the registry is an `Arc` swapped whole on reload (readers clone the `Arc`
 //! under a short read lock); each cluster's runtime state has its own mutex, so
@@ -11,13 +12,14 @@
 mod accept;
 pub mod cluster;
 mod hub_checks;
+mod persist;
 pub mod read;
 pub mod registry;
 pub mod rollouts;
 pub mod sets;
 pub mod transitions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,7 +39,7 @@ use crate::core::detector::Detector;
 use crate::core::health::Debounce;
 use crate::core::rollout::{RolloutBrake, RolloutSettings};
 use crate::metrics::{ConditionLabels, Metrics};
-use crate::store::{PositionsKept, Snapshot, StoreWriter, StoredCluster, Write};
+use crate::store::{StoreWriter, Write};
 
 /// Hub-wide settings the decisions use.
 #[derive(Clone, Debug)]
@@ -200,61 +202,6 @@ impl Fleet {
         self.enrolled.get().map(|k| k.as_ref())
     }
 
-    /// Seeds runtime state from the store at start. Every restored cluster gets a full
-    /// grace period from `now` before the detector judges it (startup grace). When the
-    /// store may lack positions accepted before this start, no incarnation from before
-    /// `wall` is accepted from now on.
-    pub fn restore(&self, snapshot: Snapshot, now: Instant, wall: Timestamp) {
-        let Snapshot {
-            mut clusters,
-            mut positions,
-            sets,
-            positions_kept,
-        } = snapshot;
-        self.floor_incarnations(positions_kept, wall);
-        self.sets.lock().statuses.extend(sets);
-        let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
-        let mut states = self.states.lock();
-        for id in ids {
-            let state = ClusterState::restore(
-                now,
-                wall,
-                clusters.remove(&id),
-                positions.remove(&id).unwrap_or_default(),
-            );
-            states.insert(id, Arc::new(Mutex::new(state)));
-        }
-    }
-
-    /// The restart rule after a start whose store may lack accepted positions: every report
-    /// captured before `wall` is refused, whichever position was lost.
-    fn floor_incarnations(&self, kept: PositionsKept, wall: Timestamp) {
-        let floor = wall.as_millisecond().max(0) as u64;
-        let why = match kept {
-            PositionsKept::All => return,
-            PositionsKept::UntilLastFlush => {
-                "the embedded store has no mark of a clean stop (the hub crashed or was \
-                 killed, or the -wal file beside the database was lost), so the positions \
-                 accepted after its last flush are lost"
-            }
-            PositionsKept::NotStored => "positions are kept in memory only in Kubernetes mode",
-        };
-        if self.incarnation_floor.set(floor).is_ok() {
-            let message = "agent incarnations from before this start are refused \
-                           (stale_sequence); each agent running since before it restarts its \
-                           sequence above the start once";
-            match kept {
-                PositionsKept::UntilLastFlush => tracing::warn!(floor, why, "{message}"),
-                _ => tracing::info!(floor, why, "{message}"),
-            }
-        }
-    }
-
-    /// The incarnation no accepted report may be at or below, if this start set one.
-    fn incarnation_floor(&self) -> Option<u64> {
-        self.incarnation_floor.get().copied()
-    }
-
     /// Installs new desired state: `objects` is everything the source has now; only what
     /// differs from the current registry is applied. Returns the conflicts found, for the
     /// operator.
@@ -393,63 +340,6 @@ impl Fleet {
         }
     }
 
-    /// Writes the positions accepted since the last flush, in one batch. The heartbeat path
-    /// only sets a per-cluster flag, so it shares no lock with other clusters.
-    pub fn flush_positions(&self) {
-        let writes: Vec<Write> = self
-            .states
-            .lock()
-            .iter()
-            .filter_map(|(id, state)| {
-                let mut state = state.lock();
-                std::mem::take(&mut state.positions_dirty).then(|| Write::Positions {
-                    cluster: id.clone(),
-                    positions: state.positions.clone(),
-                })
-            })
-            .collect();
-        self.store.send(writes);
-    }
-
-    /// Queues the live status of every cluster in `part` of `parts` (by a hash of its
-    /// name) that has reported, so the stored `lastHeartbeatTime` and check results are at
-    /// most one refresh interval old (the Kubernetes mode's coarse refresh). Called for
-    /// each part in turn, it spreads the writes evenly over the interval instead of
-    /// bursting every cluster at once. The store skips a record equal to the one it last
-    /// wrote, so a cluster that stopped reporting costs nothing.
-    pub fn refresh_statuses(&self, part: u64, parts: u64) {
-        use std::hash::{Hash, Hasher};
-        let in_part = |id: &ClusterId| {
-            let mut h = std::hash::DefaultHasher::new();
-            id.hash(&mut h);
-            h.finish() % parts.max(1) == part
-        };
-        let writes: Vec<Write> = self
-            .registry()
-            .clusters()
-            .filter(|e| in_part(&e.id))
-            .filter_map(|e| {
-                let state = e.state.lock();
-                let record = state.record();
-                record
-                    .status
-                    .last_heartbeat_time
-                    .is_some()
-                    .then(|| Write::Cluster {
-                        cluster: e.id.clone(),
-                        record,
-                    })
-            })
-            .collect();
-        self.store.send(writes);
-    }
-
-    /// Flushes positions and waits until the store has written everything queued.
-    pub fn sync(&self) {
-        self.flush_positions();
-        self.store.sync();
-    }
-
     /// The effective config of a cluster, with its current generation.
     pub fn config(&self, entry: &ClusterEntry) -> AgentConfig {
         let mut config = self.registry().config(entry);
@@ -487,18 +377,6 @@ impl Fleet {
         prometheus_client::encoding::text::encode(&mut out, &self.prometheus)
             .expect("writing to a String cannot fail");
         out
-    }
-
-    fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
-        self.metrics.status_writes.inc();
-        (self.transitions.lock()).observe(cluster, &record.status.conditions);
-        self.metrics
-            .transitions
-            .written(cluster, &record.status.conditions);
-        self.store.send(vec![Write::Cluster {
-            cluster: cluster.clone(),
-            record,
-        }]);
     }
 }
 

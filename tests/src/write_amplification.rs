@@ -110,14 +110,21 @@ async fn install(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn report(id: &ClusterId, seq: u64, wall: Timestamp, interval: Duration) -> HeartbeatReport {
+/// Report `seq` of an agent that booted at `booted` (after the hub's start: a Kubernetes-mode
+/// hub refuses incarnations from before it).
+fn report(
+    id: &ClusterId,
+    (booted, seq): (Timestamp, u64),
+    wall: Timestamp,
+    interval: Duration,
+) -> HeartbeatReport {
     HeartbeatReport {
         schema_version: SCHEMA_VERSION,
         aud: "fleetpulse".into(),
         cluster: id.clone(),
         cluster_uid: format!("uid-{}", id.name),
         agent_version: "write-amplification".into(),
-        incarnation: 1,
+        incarnation: booted.as_millisecond().unsigned_abs(),
         seq,
         iat: wall.as_second(),
         exp: wall.as_second() + 120,
@@ -154,6 +161,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
     let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(store));
     let (t0, w0) = (Instant::now(), Timestamp::now());
     fleet.restore(snapshot, t0, w0);
+    let booted = w0 + SignedDuration::from_millis(1);
     let objects = Objects {
         member_clusters: shared(
             Api::<MemberCluster>::all(client.clone())
@@ -209,7 +217,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
             let admitted = Admitted {
                 entry,
                 kid: "kid".into(),
-                claims: report(id, step, wall, plan.interval),
+                claims: report(id, (booted, step), wall, plan.interval),
             };
             fleet
                 .accept(&admitted, now, wall)

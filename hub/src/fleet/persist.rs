@@ -1,0 +1,141 @@
+//! The fleet and its store: what a start restores (each cluster's record and positions,
+//! the sets' statuses, and the restart floor when positions may have been lost), the
+//! batched flushes of positions and statuses, and the status write of a transition.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::jiff::Timestamp;
+use parking_lot::Mutex;
+
+use fleetpulse_common::protocol::report::ClusterId;
+
+use super::{ClusterState, Fleet};
+use crate::store::{PositionsKept, Snapshot, StoredCluster, Write};
+
+impl Fleet {
+    /// Seeds runtime state from the store at start. Every restored cluster gets a full
+    /// grace period from `now` before the detector judges it (startup grace). When the
+    /// store may lack positions accepted before this start, no incarnation from before
+    /// `wall` is accepted from now on.
+    pub fn restore(&self, snapshot: Snapshot, now: Instant, wall: Timestamp) {
+        let Snapshot {
+            mut clusters,
+            mut positions,
+            sets,
+            positions_kept,
+        } = snapshot;
+        self.floor_incarnations(positions_kept, wall);
+        self.sets.lock().statuses.extend(sets);
+        let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
+        let mut states = self.states.lock();
+        for id in ids {
+            let state = ClusterState::restore(
+                now,
+                wall,
+                clusters.remove(&id),
+                positions.remove(&id).unwrap_or_default(),
+            );
+            states.insert(id, Arc::new(Mutex::new(state)));
+        }
+    }
+
+    /// The restart rule after a start whose store may lack accepted positions: every report
+    /// captured before `wall` is refused, whichever position was lost.
+    fn floor_incarnations(&self, kept: PositionsKept, wall: Timestamp) {
+        let floor = wall.as_millisecond().max(0) as u64;
+        let why = match kept {
+            PositionsKept::All => return,
+            PositionsKept::UntilLastFlush => {
+                "the embedded store has no mark of a clean stop (the hub crashed or was \
+                 killed, or the -wal file beside the database was lost), so the positions \
+                 accepted after its last flush are lost"
+            }
+            PositionsKept::NotStored => "positions are kept in memory only in Kubernetes mode",
+        };
+        if self.incarnation_floor.set(floor).is_ok() {
+            let message = "agent incarnations from before this start are refused \
+                           (stale_sequence); each agent running since before it restarts its \
+                           sequence above the start once";
+            match kept {
+                PositionsKept::UntilLastFlush => tracing::warn!(floor, why, "{message}"),
+                _ => tracing::info!(floor, why, "{message}"),
+            }
+        }
+    }
+
+    /// The incarnation no accepted report may be at or below, if this start set one.
+    pub(super) fn incarnation_floor(&self) -> Option<u64> {
+        self.incarnation_floor.get().copied()
+    }
+
+    /// Writes the positions accepted since the last flush, in one batch. The heartbeat path
+    /// only sets a per-cluster flag, so it shares no lock with other clusters.
+    pub fn flush_positions(&self) {
+        let writes: Vec<Write> = self
+            .states
+            .lock()
+            .iter()
+            .filter_map(|(id, state)| {
+                let mut state = state.lock();
+                std::mem::take(&mut state.positions_dirty).then(|| Write::Positions {
+                    cluster: id.clone(),
+                    positions: state.positions.clone(),
+                })
+            })
+            .collect();
+        self.store.send(writes);
+    }
+
+    /// Queues the live status of every cluster in `part` of `parts` (by a hash of its
+    /// name) that has reported, so the stored `lastHeartbeatTime` and check results are at
+    /// most one refresh interval old (the Kubernetes mode's coarse refresh). Called for
+    /// each part in turn, it spreads the writes evenly over the interval instead of
+    /// bursting every cluster at once. The store skips a record equal to the one it last
+    /// wrote, so a cluster that stopped reporting costs nothing.
+    pub fn refresh_statuses(&self, part: u64, parts: u64) {
+        use std::hash::{Hash, Hasher};
+        let in_part = |id: &ClusterId| {
+            let mut h = std::hash::DefaultHasher::new();
+            id.hash(&mut h);
+            h.finish() % parts.max(1) == part
+        };
+        let writes: Vec<Write> = self
+            .registry()
+            .clusters()
+            .filter(|e| in_part(&e.id))
+            .filter_map(|e| {
+                let state = e.state.lock();
+                let record = state.record();
+                record
+                    .status
+                    .last_heartbeat_time
+                    .is_some()
+                    .then(|| Write::Cluster {
+                        cluster: e.id.clone(),
+                        record,
+                    })
+            })
+            .collect();
+        self.store.send(writes);
+    }
+
+    /// Flushes positions and waits until the store has written everything queued.
+    pub fn sync(&self) {
+        self.flush_positions();
+        self.store.sync();
+    }
+
+    pub(super) fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
+        self.metrics.status_writes.inc();
+        (self.transitions.lock()).observe(cluster, &record.status.conditions);
+        self.metrics
+            .transitions
+            .written(cluster, &record.status.conditions);
+        self.store.send(vec![Write::Cluster {
+            cluster: cluster.clone(),
+            record,
+        }]);
+    }
+}
