@@ -1,4 +1,5 @@
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::StatusCode;
@@ -164,4 +165,28 @@ fn an_empty_or_missing_token_file_is_refused_naming_it() {
             .to_string();
         assert!(err.contains(&path.display().to_string()), "{err}");
     }
+}
+
+#[test]
+fn a_changed_token_file_takes_effect_and_an_unusable_change_keeps_the_token_in_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "first-token\n").unwrap();
+    let token = token::Token::read_every(&path, Duration::ZERO).unwrap();
+    let admits = |presented: &str| token.check(presented).is_ok();
+    assert!(admits("first-token") && !admits("second-token"));
+
+    // Rotated as a mounted Secret is: a new file put in the old one's place.
+    let next = dir.path().join("token.next");
+    std::fs::write(&next, "second-token\n").unwrap();
+    std::fs::rename(&next, &path).unwrap();
+    assert!(admits("second-token") && !admits("first-token"));
+
+    // Empty or gone for a moment: the token in effect stays.
+    std::fs::write(&path, "").unwrap();
+    assert!(admits("second-token"));
+    std::fs::remove_file(&path).unwrap();
+    assert!(admits("second-token"));
+    std::fs::write(&path, "third-token").unwrap();
+    assert!(admits("third-token") && !admits("second-token"));
 }
