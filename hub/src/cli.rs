@@ -224,12 +224,12 @@ impl ServeArgs {
         o.insecure_http = self.insecure_http;
         o.admin = self.admin.clone();
         o.limits = self.limits.clone();
-        o.audience = self.audience.clone();
-        o.freshness = Freshness {
+        o.decisions.audience = self.audience.clone();
+        o.decisions.freshness = Freshness {
             max_clock_skew_secs: self.max_clock_skew_seconds,
             ..Freshness::default()
         };
-        o.debounce = Debounce {
+        o.decisions.debounce = Debounce {
             healthy_after: self.healthy_after_reports,
             unhealthy_after: self.unhealthy_after_reports,
         };
@@ -251,13 +251,13 @@ impl ServeArgs {
             duration: Duration::from_secs(self.lease_duration_seconds),
             pod: self.pod_namespace.clone().zip(self.pod_name.clone()),
         });
-        o.brake = BrakeSettings {
+        o.decisions.brake = BrakeSettings {
             threshold: self.partition_threshold,
             min_clusters: self.partition_min_clusters.max(1),
             release_after: (self.partition_release_after_seconds > 0)
                 .then(|| Duration::from_secs(self.partition_release_after_seconds)),
         };
-        o.rollout = RolloutSettings {
+        o.decisions.rollout = RolloutSettings {
             max_unhealthy_percent: self.rollout_brake_percent,
             min_clusters: self.rollout_brake_min_clusters as usize,
             watch: Duration::from_secs(self.rollout_brake_watch_seconds),

@@ -348,7 +348,8 @@ pub async fn serve(
     app: axum::Router,
     stop: &CancellationToken,
 ) -> Result<axum::Router, EnrolStoreError> {
-    let mut settings = EnrolSettings::new(opts.audience.clone(), opts.freshness);
+    let mut settings =
+        EnrolSettings::new(opts.decisions.audience.clone(), opts.decisions.freshness);
     settings.overlap = opts.key_overlap;
     let enrolment = match &opts.kube {
         Some(client) => {

@@ -205,13 +205,7 @@ impl Starting {
             }
             _ => None,
         };
-        let settings = Settings {
-            audience: opts.audience.clone(),
-            freshness: opts.freshness,
-            debounce: opts.debounce,
-            brake: opts.brake,
-            rollout: opts.rollout,
-        };
+        let settings = opts.decisions.clone();
         let (fleet, manifests, writer) = match &opts.kube {
             Some(client) => {
                 let instance = opts.leader.as_ref().map(|l| l.identity.clone());
@@ -257,7 +251,12 @@ impl Starting {
                 "heartbeat signatures are verified in batches"
             );
         }
-        let admission = Admission::new(opts.audience.clone(), opts.freshness, opts.batch_verify);
+        let Settings {
+            audience,
+            freshness,
+            ..
+        } = &opts.decisions;
+        let admission = Admission::new(audience.clone(), *freshness, opts.batch_verify);
         failures.count_limited_sources_in(fleet.metrics().failure_limited_sources.clone());
         let state = AppState {
             fleet: fleet.clone(),

@@ -4,12 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fleetpulse_common::protocol::replay::Freshness;
-
 use crate::admission::BatchSettings;
-use crate::core::brake::BrakeSettings;
-use crate::core::health::Debounce;
-use crate::core::rollout::RolloutSettings;
+use crate::fleet::Settings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::mirrors::MirrorArgs;
 use crate::server::{AdminOptions, ConnectionLimits};
@@ -32,16 +28,9 @@ pub struct HubOptions {
     pub admin: AdminOptions,
     /// What any one client may hold: connections, timeouts, HTTP/2 streams.
     pub limits: ConnectionLimits,
-    /// This hub's identity, checked against each report's `aud`.
-    pub audience: String,
-    /// Freshness window for `iat`/`exp`.
-    pub freshness: Freshness,
-    /// Debounce of `Healthy`.
-    pub debounce: Debounce,
-    /// The partition brake.
-    pub brake: BrakeSettings,
-    /// The rollout brake.
-    pub rollout: RolloutSettings,
+    /// What the decisions use: this hub's identity (`aud`), the freshness window, the
+    /// debounce of `Healthy`, the partition and rollout brakes.
+    pub decisions: Settings,
     /// How often the failure detector runs.
     pub tick: Duration,
     /// How often the manifest directory is rescanned.
@@ -86,11 +75,7 @@ impl HubOptions {
             insecure_http: false,
             admin: AdminOptions::loopback(),
             limits: ConnectionLimits::default(),
-            audience: "fleetpulse".into(),
-            freshness: Freshness::default(),
-            debounce: Debounce::default(),
-            brake: BrakeSettings::default(),
-            rollout: RolloutSettings::default(),
+            decisions: Settings::default(),
             tick: Duration::from_secs(1),
             reload_interval: Duration::from_secs(2),
             position_flush_interval: Duration::from_secs(10),
