@@ -6,17 +6,17 @@
 
 use std::time::Duration;
 
-use fleetpulse_common::protocol::keys;
-use fleetpulse_tests::hand_agent::HandAgent;
-use fleetpulse_tests::loadgen::client::{Transport, client};
-
 use fleetpulse_agent::AgentOptions;
 use fleetpulse_common::api::condition::{REACHABLE, Status};
+use fleetpulse_common::protocol::keys;
 use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_hub::store::Store;
 use fleetpulse_hub::store::sqlite::SqliteStore;
+use fleetpulse_tests::admin_api::{self, sample};
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::{condition_of, write_clusters};
+use fleetpulse_tests::hand_agent::HandAgent;
+use fleetpulse_tests::loadgen::client::{Transport, client};
 use fleetpulse_tests::pki::Pki;
 use fleetpulse_tests::process::Running;
 use fleetpulse_tests::wait::{self, blocking_until};
@@ -77,19 +77,10 @@ async fn after_a_clean_shutdown_the_database_file_alone_holds_the_state() -> any
     Ok(())
 }
 
-/// The value of the sample `name` (with its labels) in an OpenMetrics text, 0 if absent.
-fn sample(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// The hub's heartbeats answered with `result`, from its `/metrics`.
 async fn heartbeats(hub: &EmbeddedHub, result: &str) -> anyhow::Result<f64> {
     let ca = std::path::Path::new(&hub.ca);
-    let (_, metrics) =
-        fleetpulse_tests::admin_api::get(ca, &format!("{}/metrics", hub.admin), None).await?;
+    let (_, metrics) = admin_api::get(ca, &format!("{}/metrics", hub.admin), None).await?;
     Ok(sample(
         &metrics,
         &format!("fleetpulse_hub_heartbeats_total{{result=\"{result}\"}}"),

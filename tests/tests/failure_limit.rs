@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use fleetpulse_agent::AgentOptions;
 use fleetpulse_common::api::condition::{REACHABLE, Status};
-use fleetpulse_tests::admin_api;
+use fleetpulse_tests::admin_api::{self, sample};
 use fleetpulse_tests::embedded_hub::EmbeddedHub;
 use fleetpulse_tests::fleet::{SimCluster, condition_of, write_clusters};
 use fleetpulse_tests::hand_agent::{Answer, HandAgent, answer};
@@ -58,14 +58,6 @@ fn client_from(pki: &Pki, from: [u8; 4]) -> reqwest::Client {
 
 async fn admin_get(http: &reqwest::Client, url: &str, token: &str) -> Answer {
     answer(http.get(url).bearer_auth(token).send().await.unwrap()).await
-}
-
-/// The value of the sample `name` (with its labels) in an OpenMetrics text, 0 if absent.
-fn sample(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
 }
 
 fn refused(code: &str) -> String {

@@ -3,7 +3,7 @@
 //! Opening verifies the file (`PRAGMA quick_check`) and writes to it, so a file that is
 //! not SQLite, is corrupt or cannot be written stops the hub with an error naming the file
 //! and the fix, rather than starting it empty. A clean shutdown checkpoints the WAL into
-//! the database file ([`Store::checkpoint`]), so the state after it lives in
+//! the database file ([`Store::clean_stop`]), so the state after it lives in
 //! `fleetpulse.db` alone, and marks the stop clean ([`stop`]): after any other stop the
 //! snapshot says that the positions accepted since the last flush are lost. One unreadable
 //! record is logged with its key and skipped.

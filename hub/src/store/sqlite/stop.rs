@@ -2,7 +2,8 @@
 //! last write and checkpoints the WAL; opening reads the row, deletes it and checkpoints,
 //! so the database file alone says whether the stop after this start is clean too: a
 //! crash, a kill or a lost `-wal` file leaves no row. The `created` row, written at the
-//! first open, tells a store that ran before from a new one (which lost nothing).
+//! first open, tells a store that ran before from a new one (which lost nothing); a store
+//! written by a hub from before these rows counts as new at its first open.
 
 use rusqlite::{Connection, OptionalExtension};
 
