@@ -87,6 +87,17 @@ async fn heartbeats(hub: &EmbeddedHub, result: &str) -> anyhow::Result<f64> {
     ))
 }
 
+/// `hub` once it has restored its state and serves agents (it listens before that): its
+/// read API, served last, lists both clusters.
+fn loaded(hub: EmbeddedHub) -> anyhow::Result<EmbeddedHub> {
+    tokio::task::block_in_place(|| {
+        blocking_until("the hub to load its state", DEADLINE, || {
+            hub.clusters().is_some_and(|c| c.len() == 2)
+        })
+    })?;
+    Ok(hub)
+}
+
 /// Heartbeats the real agent log says it restarted its sequence for.
 fn sequence_restarts(agent: &Running) -> usize {
     agent.log_count("restarting the sequence above it")
@@ -131,7 +142,7 @@ async fn after_a_crash_no_report_from_before_it_is_accepted_and_running_agents_r
             hub.process.exited().is_some()
         })
     })?;
-    let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?;
+    let hub = loaded(EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?)?;
     assert!(
         hub.process
             .log_line("agent incarnations from before this start are refused")
@@ -168,7 +179,7 @@ async fn after_a_crash_no_report_from_before_it_is_accepted_and_running_agents_r
     let mut hub = hub;
     let stopped = tokio::task::block_in_place(|| hub.process.terminate(DEADLINE))?;
     assert!(stopped, "the hub stops cleanly");
-    let hub = EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?;
+    let hub = loaded(EmbeddedHub::spawn(&manifests, &data, &pki, &restart_flags)?)?;
     assert!(
         hub.process
             .log_line("agent incarnations from before this start are refused")
