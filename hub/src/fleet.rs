@@ -240,9 +240,26 @@ impl Fleet {
             )
         };
         let reconfigured = self.install(registry, &applied.rebuilt);
+        self.mark_refused(&applied.verdicts, wall);
         self.follow_rollouts(rollouts, &reconfigured, wall);
         self.evaluate_sets(wall);
         applied.problems
+    }
+
+    /// Shows on a MemberCluster that its latest version was refused (`Accepted=False`,
+    /// `ConditionDoesNotCompile`, naming the check and line) while its previous version
+    /// stays in effect, and takes the condition away once a version is taken. A new
+    /// MemberCluster refused has no state to carry it: the refusal is only logged.
+    fn mark_refused(&self, verdicts: &[(ClusterId, Option<String>)], wall: Timestamp) {
+        for (id, refused) in verdicts {
+            let message = refused
+                .as_ref()
+                .map(|why| format!("{why}; the previous version stays in effect"));
+            let value = message
+                .as_deref()
+                .map(|m| (Status::False, "ConditionDoesNotCompile", m));
+            self.set_condition(id, fleetpulse_common::api::condition::ACCEPTED, value, wall);
+        }
     }
 
     /// Replaces the objects hub-side checks read, from the next check round on.

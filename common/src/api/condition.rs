@@ -14,6 +14,10 @@ pub const HEALTHY: &str = "Healthy";
 /// clusters with mirrors).
 pub const MIRRORED: &str = "Mirrored";
 
+/// `Accepted`: whether the hub took the object's latest version (on a HealthPolicy always;
+/// on a MemberCluster only while a version of it is refused).
+pub const ACCEPTED: &str = "Accepted";
+
 /// A condition's status, as the strings Kubernetes uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {

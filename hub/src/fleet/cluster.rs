@@ -18,7 +18,8 @@ use crate::core::health::Health;
 use crate::core::shared_key::SharedKey;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
-pub const EXTRA: [&str; 4] = [
+pub const EXTRA: [&str; 5] = [
+    condition::ACCEPTED,
     condition::MIRRORED,
     SHARED_KEY,
     crate::enrolment::ENROLLED,

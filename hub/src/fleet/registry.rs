@@ -82,6 +82,10 @@ pub struct Applied {
     pub problems: Vec<String>,
     /// The clusters whose entries were rebuilt (added, changed, or reached by a policy).
     pub rebuilt: Vec<ClusterId>,
+    /// Each MemberCluster version in the changes: `None` when it was taken, why when it
+    /// was refused (a Lua source that does not compile; the previous version, if any,
+    /// stays in effect).
+    pub verdicts: Vec<(ClusterId, Option<String>)>,
 }
 
 /// The indexed desired state.
@@ -129,10 +133,14 @@ impl Registry {
         for change in changes {
             match change {
                 Change::MemberCluster(id, mc) => {
-                    if let Some(problem) = mc.as_deref().and_then(|mc| {
+                    let refused = mc.as_deref().and_then(|mc| {
                         let checks = [&mc.spec.readiness_checks, &mc.spec.liveness_checks];
                         change::uncompiled("MemberCluster", &id.to_string(), checks)
-                    }) {
+                    });
+                    if mc.is_some() {
+                        applied.verdicts.push((id.clone(), refused.clone()));
+                    }
+                    if let Some(problem) = refused {
                         applied.problems.push(problem);
                         continue;
                     }
@@ -358,7 +366,7 @@ impl Registry {
             let status = p.status.get_or_insert_with(Default::default);
             fleetpulse_common::api::condition::set(
                 &mut status.conditions,
-                "Accepted",
+                fleetpulse_common::api::condition::ACCEPTED,
                 fleetpulse_common::api::condition::Status::False,
                 "ConditionDoesNotCompile",
                 &format!("{why}{kept}"),

@@ -182,7 +182,7 @@ pub fn policy_table(items: &[HealthPolicy]) -> String {
         .iter()
         .map(|p| {
             let status = p.status.clone().unwrap_or_default();
-            let accepted = condition::find(&status.conditions, "Accepted");
+            let accepted = condition::find(&status.conditions, condition::ACCEPTED);
             vec![
                 p.metadata.namespace.clone().unwrap_or_default(),
                 p.metadata.name.clone().unwrap_or_default(),

@@ -65,7 +65,7 @@ impl PolicyRecord {
         // `set` keeps the transition time while the status stays the same.
         condition::set(
             &mut self.status.conditions,
-            "Accepted",
+            condition::ACCEPTED,
             s,
             reason,
             &message,
