@@ -10,7 +10,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 
 use fleetpulse_agent::{AgentHandle, Url};
-use fleetpulse_common::api::condition::{HEALTHY, REACHABLE};
+use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
 use fleetpulse_hub::kubernetes::leader::{LEADER_LABEL, LeaderSettings};
 use fleetpulse_hub::server::Hub;
@@ -379,4 +379,70 @@ async fn a_standby_replica_takes_over_without_a_failover() {
         a.stop().await.unwrap();
     }
     b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cluster_update_whose_lua_does_not_compile_shows_in_its_status_until_fixed() {
+    let sim = KubeSim::new();
+    let client = sim.client();
+    management_cluster(&client, &["edge-1"]).await;
+    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
+    let hub = Hub::start(hub_options(&client)).await.unwrap();
+    let with_check = |condition: &str| {
+        let clusters = clusters.clone();
+        let condition = condition.to_owned();
+        async move {
+            let mut mc = clusters.get("edge-1").await.unwrap();
+            mc.spec.liveness_checks = vec![fleetpulse_common::api::ClusterCheck {
+                name: "gateway".into(),
+                condition: Some(condition),
+                ..Default::default()
+            }];
+            clusters
+                .replace("edge-1", &Default::default(), &mc)
+                .await
+                .unwrap();
+        }
+    };
+    let accepted = || {
+        let clusters = clusters.clone();
+        async move {
+            let mc = clusters.get("edge-1").await.ok()?;
+            let status = mc.status?;
+            Some(condition::find(&status.conditions, condition::ACCEPTED).cloned())
+        }
+    };
+
+    // The API server stores the broken check; the hub refuses it and says so on the object.
+    with_check("function evaluate()\n  return {\nend").await;
+    let refused = eventually(Duration::from_secs(20), || async {
+        accepted().await.flatten().filter(|c| c.status == "False")
+    })
+    .await
+    .expect("Accepted=False in the MemberCluster's status");
+    assert_eq!(refused.reason, "ConditionDoesNotCompile");
+    assert!(
+        refused.message.contains("gateway") && refused.message.contains("previous version stays"),
+        "{}",
+        refused.message
+    );
+    let warned = eventually(Duration::from_secs(20), || async {
+        let events = events_about(&client, "fleet", "edge-1", "ConditionDoesNotCompile").await;
+        events.into_iter().next()
+    })
+    .await
+    .expect("a Warning Event about edge-1");
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+
+    // Fixed: the hub takes the version and the condition goes.
+    with_check("function evaluate() return {pass = true} end").await;
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            accepted().await.filter(Option::is_none)
+        })
+        .await
+        .is_some(),
+        "Accepted removed once a version compiles"
+    );
+    hub.shutdown().await;
 }
