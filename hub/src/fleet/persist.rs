@@ -127,6 +127,8 @@ impl Fleet {
         self.store.sync();
     }
 
+    /// Queues `cluster`'s status after a transition, counting it and keeping it in the
+    /// transition log `describe` shows.
     pub(super) fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
         self.metrics.status_writes.inc();
         (self.transitions.lock()).observe(cluster, &record.status.conditions);
