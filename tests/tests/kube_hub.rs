@@ -382,24 +382,27 @@ async fn a_standby_replica_takes_over_without_a_failover() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_cluster_update_whose_lua_does_not_compile_shows_in_its_status_until_fixed() {
+async fn a_member_cluster_patched_with_lua_that_does_not_compile_shows_it_in_its_status_until_fixed()
+ {
     let sim = KubeSim::new();
     let client = sim.client();
     management_cluster(&client, &["edge-1"]).await;
     let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
     let hub = Hub::start(hub_options(&client)).await.unwrap();
+    // A merge patch of the spec, as `kubectl apply` sends: no resourceVersion to conflict
+    // with the hub's own status writes.
     let with_check = |condition: &str| {
         let clusters = clusters.clone();
-        let condition = condition.to_owned();
+        let patch = serde_json::json!({"spec": {"livenessChecks": [
+            {"name": "gateway", "condition": condition}
+        ]}});
         async move {
-            let mut mc = clusters.get("edge-1").await.unwrap();
-            mc.spec.liveness_checks = vec![fleetpulse_common::api::ClusterCheck {
-                name: "gateway".into(),
-                condition: Some(condition),
-                ..Default::default()
-            }];
             clusters
-                .replace("edge-1", &Default::default(), &mc)
+                .patch(
+                    "edge-1",
+                    &Default::default(),
+                    &kube::api::Patch::Merge(patch),
+                )
                 .await
                 .unwrap();
         }
