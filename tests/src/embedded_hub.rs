@@ -104,6 +104,16 @@ impl EmbeddedHub {
         )
     }
 
+    /// Waits until the hub has restored its state and serves agents (it listens before
+    /// that): its read API, installed after the agents' routes, lists `clusters`
+    /// MemberClusters.
+    pub fn wait_serving(&self, clusters: usize, timeout: Duration) -> anyhow::Result<()> {
+        blocking_until("the hub to load its state", timeout, || {
+            self.clusters().is_some_and(|c| c.len() == clusters)
+        })?;
+        Ok(())
+    }
+
     /// The MemberClusters as `fleetpulse-hub get memberclusters -o json` prints them (from
     /// the admin listener), or `None` while the hub does not serve its read API.
     pub fn clusters(&self) -> Option<Vec<MemberCluster>> {

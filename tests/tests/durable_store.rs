@@ -87,14 +87,9 @@ async fn heartbeats(hub: &EmbeddedHub, result: &str) -> anyhow::Result<f64> {
     ))
 }
 
-/// `hub` once it has restored its state and serves agents (it listens before that): its
-/// read API, served last, lists both clusters.
+/// `hub` once it has restored its state and serves agents.
 fn loaded(hub: EmbeddedHub) -> anyhow::Result<EmbeddedHub> {
-    tokio::task::block_in_place(|| {
-        blocking_until("the hub to load its state", DEADLINE, || {
-            hub.clusters().is_some_and(|c| c.len() == 2)
-        })
-    })?;
+    tokio::task::block_in_place(|| hub.wait_serving(2, DEADLINE))?;
     Ok(hub)
 }
 
