@@ -3,11 +3,17 @@
 //! rounds do) beside eager conversion of every object (the baseline), measured in the same
 //! run. Prints median and min in milliseconds, and the Lua memory each round holds.
 //!
+//! Also prints the engine's floor: the same check over plain Lua tables converted
+//! beforehand, in a bare Lua 5.4 state with the same deadline hook (no sandbox, no
+//! copy-on-write, nothing a round could skip), so the round's figures read against what
+//! Lua itself costs.
+//!
 //! Run with `cargo bench -p fleetpulse-common --bench lua_round`.
 
 use std::time::{Duration, Instant};
 
 use fleetpulse_common::lua::{Conversion, LuaLimits, LuaRound, ObjectId};
+use mlua::{HookTriggers, Lua, LuaSerdeExt, VmState};
 use serde_json::{Value, json};
 
 const OBJECTS: usize = 2000;
@@ -161,12 +167,34 @@ fn figures(pods: &[Value], conversion: Conversion) -> Figures {
     }
 }
 
+/// One check over plain tables in a bare state with a hook every 1,000 instructions (as
+/// the sandbox's deadline hook); (median, min) ms.
+fn floor(pods: &[Value]) -> (f64, f64) {
+    let lua = Lua::new();
+    lua.set_global_hook(HookTriggers::new().every_nth_instruction(1000), |_, _| {
+        Ok(VmState::Continue)
+    })
+    .expect("hook");
+    let resources = lua
+        .create_sequence_from(pods.iter().map(|p| lua.to_value(p).expect("pod converts")))
+        .expect("resources");
+    lua.globals().set("resources", resources).expect("global");
+    lua.load(READY_PODS).exec().expect("script loads");
+    let evaluate: mlua::Function = lua.globals().get("evaluate").expect("evaluate");
+    measure(|| {
+        let started = Instant::now();
+        let _: mlua::Table = evaluate.call(()).expect("check runs");
+        started.elapsed()
+    })
+}
+
 fn main() {
     let pods: Vec<Value> = (0..OBJECTS).map(pod).collect();
     let bytes: usize = pods.iter().map(|p| p.to_string().len()).sum();
     let values: usize = pods.iter().map(count_values).sum();
     let lazy = figures(&pods, Conversion::Lazy);
     let eager = figures(&pods, Conversion::Eager);
+    let floor = floor(&pods);
     println!(
         "lua_round objects={OBJECTS} json_kib={} json_values={values} repeats={REPEATS} engine=lua54",
         bytes / 1024
@@ -179,7 +207,15 @@ fn main() {
         );
     }
     println!(
-        "  lazy/eager full round: {:.2}x",
-        lazy.round.0 / eager.round.0
+        "  floor one_check_ms={:.2} (min {:.2}): plain tables, bare state, same hook; \
+         {CHECKS} checks at least {:.2} ms",
+        floor.0,
+        floor.1,
+        floor.0 * CHECKS as f64
+    );
+    println!(
+        "  lazy/eager full round: {:.2}x; lazy one check / floor: {:.2}x",
+        lazy.round.0 / eager.round.0,
+        lazy.one_check.0 / floor.0
     );
 }

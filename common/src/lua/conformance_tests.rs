@@ -97,7 +97,8 @@ fn sveltos_helpers_are_globals_and_require_knows_only_json_and_strings() {
     let id = r
         .add_object(json!({
             "kind": "Secret",
-            "metadata": { "name": "s", "labels": { "env": "prod" }, "annotations": { "team": "a" } },
+            "metadata": { "name": "s", "labels": { "env": "prod" }, "annotations": { "team": "a" },
+                          "finalizers": ["x/keep", "y/keep"] },
             "data": { "token": "aGVsbG8=" }
         }))
         .unwrap();
@@ -113,6 +114,7 @@ fn sveltos_helpers_are_globals_and_require_knows_only_json_and_strings() {
         tostring(decoded.a[3].b), tostring(strings.Contains("fleetpulse", "pulse")),
         table.concat(strings.Split("a,b,c", ","), "+"), strings.TrimSpace("  x "),
         tostring(strings.Index("chicken", "ken")), tostring(getResource({ k = "v" }, "k")),
+        strings.Join(obj.metadata.finalizers, ","),
       }
       local ok, err = pcall(require, "socket")
       parts[#parts + 1] = tostring(ok)
@@ -121,7 +123,7 @@ fn sveltos_helpers_are_globals_and_require_knows_only_json_and_strings() {
     let outcome = r.evaluate("helpers", script, &[id], &[]).unwrap();
     assert_eq!(
         outcome.message,
-        r#"hello aGVsbG8= nil prod a nil {"x":1} {"env":"prod"} [] true true a+b+c x 4 v false"#
+        r#"hello aGVsbG8= nil prod a nil {"x":1} {"env":"prod"} [] true true a+b+c x 4 v x/keep,y/keep false"#
     );
 }
 

@@ -3,64 +3,13 @@
 //! ([`materialise`]); its child objects and arrays become proxies (see `objects.lua`) that
 //! convert in turn.
 
-use std::collections::HashMap;
-
-use mlua::{Lua, LuaString, Table, Value};
+use mlua::{Either, Function, Lua, Table};
 use serde_json::Value as Json;
 
 /// Deepest nesting converted (tables within tables, the object itself being one);
 /// Kubernetes objects stay far below it. A script that reaches a table past it fails, and
 /// only that script: the rest of the object, and every other object, still reads normally.
 pub(super) const MAX_DEPTH: usize = 64;
-
-/// Most distinct strings kept ready as Lua strings.
-const MAX_CACHED_STRINGS: usize = 8192;
-/// Longest string value cached. Field names are always cached (while there is room);
-/// short values repeat across objects (`True`, `Running`, `TCP`, label values), long ones
-/// (names, uids, timestamps) mostly do not.
-const MAX_CACHED_VALUE_BYTES: usize = 24;
-
-/// Strings already created in Lua, reused across the objects of a round: creating a Lua
-/// string is the largest part of converting a field.
-#[derive(Debug, Default)]
-pub(super) struct StringCache {
-    /// foldhash: several times faster than SipHash on these short keys (a lookup per field
-    /// converted), still seeded per process so crafted field names cannot collide at will.
-    index: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
-    strings: Vec<LuaString>,
-}
-
-/// A string ready to be set: cached (by position) or created for this use only.
-enum Prepared {
-    Cached(u32),
-    Owned(LuaString),
-}
-
-impl StringCache {
-    /// Looks `s` up, creating it (and caching it when it may be: not longer than `max_len`,
-    /// and the cache not full). Read the result with [`StringCache::get`].
-    fn prepare(&mut self, lua: &Lua, s: &str, max_len: usize) -> mlua::Result<Prepared> {
-        if let Some(&i) = self.index.get(s) {
-            return Ok(Prepared::Cached(i));
-        }
-        let created = lua.create_string(s)?;
-        if s.len() > max_len || self.strings.len() >= MAX_CACHED_STRINGS {
-            return Ok(Prepared::Owned(created));
-        }
-        let i = self.strings.len() as u32;
-        self.strings.push(created);
-        self.index.insert(s.into(), i);
-        Ok(Prepared::Cached(i))
-    }
-
-    /// The Lua string of a [`Prepared`].
-    fn get<'a>(&'a self, prepared: &'a Prepared) -> &'a LuaString {
-        match prepared {
-            Prepared::Cached(i) => &self.strings[*i as usize],
-            Prepared::Owned(s) => s,
-        }
-    }
-}
 
 /// Where a node is: a whole object of the round, or the child at a position of a node.
 #[derive(Clone, Copy, Debug)]
@@ -76,14 +25,57 @@ enum NodeRef {
 
 /// The round's objects as JSON and every node handed to Lua so far (kept as Lua app data,
 /// so `materialise` can reach it).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Nodes {
     objects: Vec<Json>,
     refs: Vec<NodeRef>,
-    strings: StringCache,
+    kit: Kit,
+    /// Largest array element (in values) converted together with its array;
+    /// `usize::MAX`: every table converts with its parent (eager conversion).
+    bulk: usize,
+}
+
+/// Most values in an array element converted in the same call as its array: a callback
+/// into Rust costs about as much as converting a few dozen values, and the elements of an
+/// array (conditions, containers, ports) are mostly read in a loop over all of them.
+pub(super) const BULK_VALUES: usize = 48;
+
+/// What `objects.lua` gives [`materialise`] to build proxies with.
+#[derive(Debug)]
+pub(super) struct Kit {
+    /// The metatable of pending proxies.
+    pending: Table,
+    /// The private key under which a pending proxy holds its node id.
+    id_key: Table,
+    cow: Function,
+    len: Function,
+    iterate: Function,
+}
+
+impl Kit {
+    /// Reads the kit `objects.lua` returns.
+    pub(super) fn new(kit: &Table) -> mlua::Result<Self> {
+        Ok(Kit {
+            pending: kit.raw_get("pending")?,
+            id_key: kit.raw_get("id")?,
+            cow: kit.raw_get("cow")?,
+            len: kit.raw_get("len")?,
+            iterate: kit.raw_get("iterate")?,
+        })
+    }
 }
 
 impl Nodes {
+    /// No objects yet; array elements of at most `bulk` values convert with their array.
+    pub(super) fn new(kit: Kit, bulk: usize) -> Self {
+        Nodes {
+            objects: Vec::new(),
+            refs: Vec::new(),
+            kit,
+            bulk,
+        }
+    }
+
     /// Takes `object`; returns the node id of its root.
     pub(super) fn add(&mut self, object: Json) -> u32 {
         let id = self.refs.len() as u32;
@@ -121,17 +113,21 @@ fn root_of(refs: &[NodeRef], mut id: u32) -> Option<u32> {
     }
 }
 
-/// Converts node `id`: returns its table (scalars set; `null` left out, so it reads as
-/// `nil`) and a list `{key1, child1, key2, child2, ...}` of its object and array members
-/// by node id, for `objects.lua` to make proxies of.
-pub(super) fn materialise(lua: &Lua, id: u32) -> mlua::Result<(Table, Table)> {
+/// Converts node `id` for its pending proxy `proxy`: builds its content (scalars set;
+/// `null` left out, so it reads as `nil`), gives `proxy` its own metatable reading through
+/// to it, and returns that metatable. Array elements of at most [`Nodes::bulk`] values are
+/// converted in the same call (one callback instead of one per element); other members
+/// that are tables, and any past [`MAX_DEPTH`], become pending proxies that convert when
+/// touched.
+pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Table> {
     let mut nodes = lua
         .app_data_mut::<Nodes>()
         .ok_or_else(|| mlua::Error::runtime("the round's objects are not available"))?;
     let Nodes {
         objects,
         refs,
-        strings,
+        kit,
+        bulk,
     } = &mut *nodes;
     let depth = match refs.get(id as usize) {
         Some(NodeRef::Child { depth, .. }) => *depth,
@@ -147,82 +143,157 @@ pub(super) fn materialise(lua: &Lua, id: u32) -> mlua::Result<(Table, Table)> {
     }
     let json = resolve(objects, refs, id)
         .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
-    let mut kids: Vec<(Value, u32)> = Vec::new();
-    let table = match json {
-        Json::Object(map) => {
-            let table = lua.create_table_with_capacity(0, map.len())?;
-            for (position, (key, value)) in map.iter().enumerate() {
-                let own_key = strings.prepare(lua, key, usize::MAX)?;
-                match value {
-                    Json::Null => {}
-                    Json::Object(_) | Json::Array(_) => kids.push((
-                        Value::String(strings.get(&own_key).clone()),
-                        position as u32,
-                    )),
-                    other => {
-                        let value = scalar(lua, strings, other)?;
-                        table.raw_set(strings.get(&own_key), value)?
-                    }
-                }
-            }
-            table
-        }
-        Json::Array(items) => {
-            let table = lua.create_table_with_capacity(items.len(), 0)?;
-            for (position, item) in items.iter().enumerate() {
-                match item {
-                    // A hole: `null` reads as `nil`.
-                    Json::Null => {}
-                    Json::Object(_) | Json::Array(_) => {
-                        kids.push((Value::Integer(position as i64 + 1), position as u32))
-                    }
-                    other => table.raw_set(position + 1, scalar(lua, strings, other)?)?,
-                }
-            }
-            table
-        }
-        _ => {
-            return Err(mlua::Error::runtime(format!(
-                "object node {id} is not a table"
-            )));
-        }
-    };
-    let list = lua.create_table_with_capacity(kids.len() * 2, 0)?;
-    for (i, (key, position)) in kids.into_iter().enumerate() {
-        let child = refs.len() as u32;
-        refs.push(NodeRef::Child {
-            parent: id,
-            position,
-            depth: depth.saturating_add(1),
-        });
-        list.raw_set(2 * i + 1, key)?;
-        list.raw_set(2 * i + 2, child)?;
+    if !matches!(json, Json::Object(_) | Json::Array(_)) {
+        return Err(mlua::Error::runtime(format!(
+            "object node {id} is not a table"
+        )));
     }
-    Ok((table, list))
+    let mut builder = Builder {
+        lua,
+        kit,
+        refs,
+        bulk: *bulk,
+        in_bulk: false,
+    };
+    let content = builder.content(json, id, depth)?;
+    proxy.raw_set(&kit.id_key, mlua::Value::Nil)?;
+    builder.attach(&proxy, content)
 }
 
-/// A string, boolean or number. Numbers with an integral value become Lua integers (so they
-/// print as `3`, as in gopher-lua), others floats; integers beyond 2^63 lose precision
-/// (Kubernetes keeps such values in strings).
-fn scalar(lua: &Lua, strings: &mut StringCache, value: &Json) -> mlua::Result<Value> {
-    Ok(match value {
-        Json::Bool(b) => Value::Boolean(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Integer(i),
+/// A member as it is pushed into its table: a scalar (strings pushed straight from the
+/// JSON, no handle per value) or a proxy; `None` (JSON `null`) leaves a hole.
+type Member<'j> = Option<Either<Either<&'j str, bool>, Either<Either<i64, f64>, Table>>>;
+
+/// Builds the Lua side of nodes: contents, proxies and their metatables. Each table is
+/// created filled in one call (one lock of the state per table, not one per value).
+struct Builder<'a> {
+    lua: &'a Lua,
+    kit: &'a Kit,
+    refs: &'a mut Vec<NodeRef>,
+    bulk: usize,
+    /// Building a subtree already known to be within `bulk`.
+    in_bulk: bool,
+}
+
+impl Builder<'_> {
+    /// The content table of `json` (node `id`, `depth` tables deep): scalars as values,
+    /// object and array members as proxies.
+    fn content(&mut self, json: &Json, id: u32, depth: u16) -> mlua::Result<Table> {
+        match json {
+            Json::Object(map) => {
+                let mut members = Vec::with_capacity(map.len());
+                for (position, (key, value)) in map.iter().enumerate() {
+                    if !value.is_null() {
+                        members.push((
+                            key.as_str(),
+                            self.member(value, id, position, depth, false)?,
+                        ));
+                    }
+                }
+                self.lua.create_table_from(members)
+            }
+            Json::Array(items) => {
+                let mut members = Vec::with_capacity(items.len());
+                for (position, item) in items.iter().enumerate() {
+                    members.push(self.member(item, id, position, depth, true)?);
+                }
+                self.lua.create_sequence_from(members)
+            }
+            _ => self.lua.create_table(),
+        }
+    }
+
+    /// A member of node `parent` at `position`: a scalar, or a proxy of the member. An
+    /// element of an array (`in_array`) whose subtree is small converts now, with the
+    /// array: arrays are mostly read whole (conditions, containers, ports), while an
+    /// object's members are read by name, so converting its untouched siblings would be
+    /// wasted. Nothing past [`MAX_DEPTH`] converts before it is touched.
+    fn member<'j>(
+        &mut self,
+        json: &'j Json,
+        parent: u32,
+        position: usize,
+        depth: u16,
+        in_array: bool,
+    ) -> mlua::Result<Member<'j>> {
+        if !matches!(json, Json::Object(_) | Json::Array(_)) {
+            return Ok(scalar(json));
+        }
+        let child_depth = depth.saturating_add(1);
+        let child = self.refs.len() as u32;
+        self.refs.push(NodeRef::Child {
+            parent,
+            position: position as u32,
+            depth: child_depth,
+        });
+        let proxy = if usize::from(child_depth) <= MAX_DEPTH
+            && (self.in_bulk || self.bulk == usize::MAX || (in_array && within(json, self.bulk)))
+        {
+            // Every member of a subtree within the bulk limit is converted with it.
+            let outer = std::mem::replace(&mut self.in_bulk, true);
+            let content = self.content(json, child, child_depth);
+            self.in_bulk = outer;
+            let proxy = self.lua.create_table()?;
+            self.attach(&proxy, content?)?;
+            proxy
+        } else {
+            let proxy = self.lua.create_table_from([(&self.kit.id_key, child)])?;
+            proxy.set_metatable(Some(self.kit.pending.clone()))?;
+            proxy
+        };
+        Ok(Some(Either::Right(Either::Right(proxy))))
+    }
+
+    /// Gives `proxy` a metatable of its own reading through to `content`; returns it.
+    fn attach(&mut self, proxy: &Table, content: Table) -> mlua::Result<Table> {
+        let kit = self.kit;
+        let meta = self.lua.create_table_from([
+            ("__index", Either::Left(content)),
+            ("__newindex", Either::Right(&kit.cow)),
+            ("__len", Either::Right(&kit.len)),
+            ("__pairs", Either::Right(&kit.iterate)),
+        ])?;
+        proxy.set_metatable(Some(meta.clone()))?;
+        Ok(meta)
+    }
+}
+
+/// Whether `json` holds at most `limit` values (itself included), counted with an early
+/// stop: a large subtree costs `limit` steps to rule out, not its size.
+fn within(json: &Json, limit: usize) -> bool {
+    fn count(json: &Json, left: &mut usize) -> bool {
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        match json {
+            Json::Object(map) => map.values().all(|v| count(v, left)),
+            Json::Array(items) => items.iter().all(|v| count(v, left)),
+            _ => true,
+        }
+    }
+    limit == usize::MAX || count(json, &mut { limit })
+}
+
+/// A string, boolean or number (`None` for `null`). Numbers with an integral value become
+/// Lua integers (so they print as `3`, as in gopher-lua), others floats; integers beyond
+/// 2^63 lose precision (Kubernetes keeps such values in strings).
+fn scalar(value: &Json) -> Member<'_> {
+    Some(match value {
+        Json::Bool(b) => Either::Left(Either::Right(*b)),
+        Json::Number(n) => Either::Right(Either::Left(match n.as_i64() {
+            Some(i) => Either::Left(i),
             None => {
                 let f = n.as_f64().unwrap_or(f64::NAN);
                 if f.fract() == 0.0 && f.abs() < 9.0e18 {
-                    Value::Integer(f as i64)
+                    Either::Left(f as i64)
                 } else {
-                    Value::Number(f)
+                    Either::Right(f)
                 }
             }
-        },
-        Json::String(s) => {
-            let own = strings.prepare(lua, s, MAX_CACHED_VALUE_BYTES)?;
-            Value::String(strings.get(&own).clone())
-        }
-        _ => Value::Nil,
+        })),
+        Json::String(s) => Either::Left(Either::Left(s.as_str())),
+        _ => return None,
     })
 }
 

@@ -1,66 +1,55 @@
 -- Kubernetes objects as scripts see them: lazily converted, modifiable, copy on write.
 --
--- Every JSON object or array of a round is a proxy: an empty table whose (private,
--- per-node) metatable reads through to the node's content. The content is converted
--- from JSON on first touch (`materialise`, in Rust) and then shared by every check of
--- the round: reading a field is a table lookup through `__index`, native in the VM.
+-- Every JSON object or array of a round is a proxy: an empty table whose metatable reads
+-- through to the node's content. Until a script first touches it a proxy is pending: its
+-- metatable is the shared `pending` table and it holds its node id under a private key.
+-- The first touch converts the node (`materialise`, in Rust, which converts small
+-- subtrees in the same call) and gives the proxy a metatable of its own,
+-- `{ __index = content, ... }`; the content is then shared by every check of the round, and
+-- reading a field is a table lookup through `__index`, native in the VM.
 -- The first write to a proxy copies its content into the proxy itself ("detaches" it)
 -- and records it; after each evaluation `restore` empties the detached proxies and
 -- re-attaches them, so no change is visible to another check or to the next round.
 --
 -- Trusted code: what it keeps in locals (metatables, contents, the journal) is out of
--- scripts' reach (no `debug`, protected metatables).
+-- scripts' reach (no `debug`; `getmetatable` and `setmetatable` see proxies as plain
+-- tables).
 
-local materialise, grant = ...
-local next, rawget, rawset, rawlen, type, error, setmetatable, getmetatable, collectgarbage =
-  next, rawget, rawset, rawlen, type, error, setmetatable, getmetatable, collectgarbage
+local materialise, force_metatable = ...
+local next, rawget, rawset, rawlen, type, error, getmetatable, setmetatable =
+  next, rawget, rawset, rawlen, type, error, getmetatable, setmetatable
 
-local meta_of = {}                  -- proxy -> its metatable
-local journal, journal_n = {}, 0    -- proxies detached by the running evaluation
+local ID = {}                       -- private key: a pending proxy's node id
+local journal, journal_n = {}, 0    -- proxies detached by the running evaluation, and
+                                    -- the metatable each had
+local pending, cow
 
-local cow, len, iterate, lazy
-
-local function proxy(id)
-  local mt = { __index = lazy, __newindex = cow, __len = len, __pairs = iterate,
-               __metatable = false, id = id }
-  local p = setmetatable({}, mt)
-  meta_of[p] = mt
-  return p
+-- Whether `m` (a raw metatable) is a proxy's: pending, or attached.
+local function is_proxy_meta(m)
+  return m == pending or (type(m) == "table" and rawget(m, "__newindex") == cow)
 end
 
--- Converts a node's content from JSON, once per round.
-local function attach(mt)
-  local before = collectgarbage("count")
-  local content, kids = materialise(mt.id)
-  for i = 1, #kids, 2 do
-    content[kids[i]] = proxy(kids[i + 1])
-  end
-  mt[1] = content
-  mt.__index = content
-  -- Converting is the round's work, not the script's: it does not count against the
-  -- evaluation's memory allowance.
-  grant(before)
-  return content
-end
-
--- The shared content of an attached proxy, or nil once detached.
+-- The content of a proxy that is not detached (converted first if pending); nil for any
+-- other value. Nothing is kept per proxy outside the proxy and its metatable: a table
+-- of all proxies would be written at every conversion and so re-read by every
+-- young-generation collection.
 local function content_of(p)
-  local mt = meta_of[p]
-  if mt == nil or mt.__newindex == nil then return nil end
-  return mt[1] or attach(mt)
-end
-
-lazy = function(p, k)
-  return attach(meta_of[p])[k]
+  local m = getmetatable(p)
+  if m == pending then
+    m = materialise(p, rawget(p, ID))
+  elseif not is_proxy_meta(m) then
+    return nil
+  end
+  return m.__index
 end
 
 local function detach(p)
   local content = content_of(p)
+  local m = getmetatable(p)
   for k, v in next, content do rawset(p, k, v) end
-  local mt = meta_of[p]
-  mt.__index, mt.__newindex, mt.__len, mt.__pairs = nil, nil, nil, nil
-  journal_n = journal_n + 1
-  journal[journal_n] = p
+  force_metatable(p, nil)
+  journal[journal_n + 1], journal[journal_n + 2] = p, m
+  journal_n = journal_n + 2
 end
 
 cow = function(p, k, v)
@@ -68,27 +57,35 @@ cow = function(p, k, v)
   rawset(p, k, v)
 end
 
-len = function(p)
+local function len(p)
   return rawlen(content_of(p))
 end
 
-iterate = function(p)
+local function iterate(p)
   local content = content_of(p)
   return function(_, k) return next(content, k) end, p, nil
 end
 
--- Undoes every detach of the evaluation that just ended.
+-- The metatable of every pending proxy.
+pending = {
+  __index = function(p, k) return content_of(p)[k] end,
+  __newindex = cow,
+  __len = len,
+  __pairs = iterate,
+}
+
+-- Undoes every detach of the evaluation that just ended (a metatable the script set on
+-- a detached proxy included, protected or not).
 local function restore()
-  for i = 1, journal_n do
-    local p = journal[i]
-    journal[i] = nil
+  for i = 1, journal_n, 2 do
+    local p, m = journal[i], journal[i + 1]
+    journal[i], journal[i + 1] = nil, nil
     local k = next(p)
     while k ~= nil do
       rawset(p, k, nil)
       k = next(p)
     end
-    local mt = meta_of[p]
-    mt.__index, mt.__newindex, mt.__len, mt.__pairs = mt[1], cow, len, iterate
+    force_metatable(p, m)
   end
   journal_n = 0
 end
@@ -96,27 +93,26 @@ end
 -- Base functions that see proxies as the tables they stand for.
 local overrides = {
   next = function(t, k)
-    local content = content_of(t)
-    if content then return next(content, k) end
-    return next(t, k)
+    return next(content_of(t) or t, k)
   end,
   rawget = function(t, k)
-    local content = content_of(t)
-    if content then return rawget(content, k) end
-    return rawget(t, k)
+    return rawget(content_of(t) or t, k)
   end,
   rawset = function(t, k, v)
     if content_of(t) then detach(t) end
     return rawset(t, k, v)
   end,
   rawlen = function(t)
-    local content = content_of(t)
-    if content then return rawlen(content) end
-    return rawlen(t)
+    return rawlen(content_of(t) or t)
   end,
   getmetatable = function(t)
-    if meta_of[t] then return nil end
-    return getmetatable(t)
+    local m = getmetatable(t)
+    if is_proxy_meta(m) then return nil end
+    return m
+  end,
+  setmetatable = function(t, mt)
+    if content_of(t) then detach(t) end
+    return setmetatable(t, mt)
   end,
 }
 
@@ -140,7 +136,7 @@ end
 local function eager(p)
   local content = content_of(p)
   for _, v in next, content do
-    if meta_of[v] then eager(v) end
+    if type(v) == "table" and is_proxy_meta(getmetatable(v)) then eager(v) end
   end
 end
 
@@ -149,7 +145,7 @@ local roots = {}
 local function root(id)
   local p = roots[id]
   if p == nil then
-    p = proxy(id)
+    p = setmetatable({ [ID] = id }, pending)
     roots[id] = p
   end
   return p
@@ -162,4 +158,9 @@ local function pick(ids)
   return out
 end
 
-return { root = root, pick = pick, restore = restore, overrides = overrides, plain = plain, eager = eager }
+return {
+  root = root, pick = pick, restore = restore, overrides = overrides, plain = plain,
+  eager = eager,
+  -- For `materialise`: what it builds proxies and metatables from.
+  kit = { pending = pending, id = ID, cow = cow, len = len, iterate = iterate },
+}

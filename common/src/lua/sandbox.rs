@@ -86,7 +86,9 @@ const UNAVAILABLE_LIBRARIES: [&str; 3] = ["io", "debug", "package"];
 const INSTRUCTIONS_PER_CHECK: u32 = 1000;
 
 /// Creates the sandboxed state and its [`Machinery`].
-pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Machinery)> {
+/// Array elements of at most `bulk` values convert together with their array (see
+/// `convert::Nodes`).
+pub(super) fn new_state(guard: Arc<DeadlineGuard>, bulk: usize) -> mlua::Result<(Lua, Machinery)> {
     let lua = Lua::new_with(libraries(), LuaOptions::default())?;
     let globals = lua.globals();
     let string: Table = globals.raw_get("string")?;
@@ -112,17 +114,23 @@ pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Machine
         .call((
             {
                 // Converting is the round's work: its time does not count against the
-                // script's deadline (nor its memory, see `grant`).
+                // script's deadline, nor its memory against the script's allowance.
                 let guard = guard.clone();
-                lua.create_function(move |lua, id: u32| {
+                lua.create_function(move |lua, (proxy, id): (Table, u32)| {
                     let started = Instant::now();
-                    let converted = convert::materialise(lua, id);
+                    let converted = granted(lua, || convert::materialise(lua, proxy, id));
                     guard.extend(started.elapsed());
                     converted
                 })?
             },
-            lua.create_function(grant)?,
+            // Sets a metatable whatever the current one says (`__metatable` included):
+            // restoring a proxy a script gave a protected metatable of its own.
+            lua.create_function(|_, (table, meta): (Table, Option<Table>)| {
+                table.set_metatable(meta)
+            })?,
         ))?;
+    let kit = convert::Kit::new(&objects.raw_get("kit")?)?;
+    lua.set_app_data(convert::Nodes::new(kit, bulk));
     globals.raw_set("collectgarbage", collectgarbage(&lua)?)?;
     compat::install(&lua, &globals, objects.raw_get("plain")?)?;
     protect_deadline(&lua, &globals, guard.clone())?;
@@ -162,16 +170,24 @@ pub(super) fn new_state(guard: Arc<DeadlineGuard>) -> mlua::Result<(Lua, Machine
     Ok((lua, machinery))
 }
 
-/// Raises the evaluation's memory limit by what was allocated since `before_kib` (what
-/// converting objects took), so conversion never counts against a script's allowance.
-fn grant(lua: &Lua, before_kib: f64) -> mlua::Result<()> {
-    let before = (before_kib * 1024.0) as usize;
-    let converted = lua.used_memory().saturating_sub(before);
+/// Runs `convert` with the memory limit lifted, then raises the evaluation's limit by what
+/// it allocated, so conversion never counts against (nor fails for) a script's allowance.
+fn granted<T>(lua: &Lua, convert: impl FnOnce() -> mlua::Result<T>) -> mlua::Result<T> {
+    let before = lua.used_memory();
     let limit = lua.set_memory_limit(0)?;
-    if limit != 0 {
-        lua.set_memory_limit(limit.saturating_add(converted))?;
+    // What conversion allocates lives as long as the round: collecting meanwhile would
+    // only mark it.
+    let running = lua.gc_is_running();
+    lua.gc_stop();
+    let converted = convert();
+    if running {
+        lua.gc_restart();
     }
-    Ok(())
+    let grown = lua.used_memory().saturating_sub(before);
+    if limit != 0 {
+        lua.set_memory_limit(limit.saturating_add(grown))?;
+    }
+    converted
 }
 
 /// `pcall`, `xpcall` and `coroutine.resume` that re-raise the deadline error once the

@@ -271,13 +271,15 @@ fn strings_module(lua: &Lua) -> mlua::Result<Table> {
     m.raw_set(
         "Join",
         lua.create_function(|_, (t, sep): (Table, String)| {
-            let parts: Vec<String> = t
-                .sequence_values::<Value>()
-                .filter_map(|v| match v {
-                    Ok(Value::String(s)) => Some(s.to_string_lossy()),
-                    _ => None,
-                })
-                .collect();
+            // Read through metamethods: an array of an object is a proxy (see objects.lua).
+            let mut parts = Vec::new();
+            for i in 1.. {
+                match t.get::<Value>(i)? {
+                    Value::Nil => break,
+                    Value::String(s) => parts.push(s.to_string_lossy()),
+                    _ => {}
+                }
+            }
             Ok(parts.join(&sep))
         })?,
     )?;
