@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use kube::api::{Api, DynamicObject, ListParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::Resource;
+use kube::api::{Api, DynamicObject, GetParams, ListParams};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
@@ -147,17 +149,137 @@ impl ResourceReader for StaticReader {
 #[derive(Clone)]
 pub struct KubeReader {
     client: kube::Client,
+    page_size: u32,
 }
 
 impl KubeReader {
-    /// A reader over `client`.
+    /// A reader over `client`, listing [`PAGE_SIZE`] objects per request.
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            page_size: PAGE_SIZE,
+        }
+    }
+
+    /// Lists `page_size` objects per request instead (at least 1).
+    pub fn with_page_size(mut self, page_size: u32) -> Self {
+        self.page_size = page_size.max(1);
+        self
     }
 
     /// The client, for checks that write (pod checks).
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+}
+
+/// Objects asked for per list request: a list is read a page at a time (`limit` and
+/// `continue`, as client-go's pager does) so that only one page's response body is held at
+/// once, not the whole collection's. 250 Pods of a typical workload are about 1 MB of JSON.
+pub const PAGE_SIZE: u32 = 250;
+
+/// One page of a list response. Items are read straight into JSON values (no
+/// `DynamicObject` and copy of it), each trimmed as it is read.
+#[derive(serde::Deserialize)]
+struct Page {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default, deserialize_with = "items")]
+    items: Vec<Value>,
+}
+
+/// `items` (which may be `null`), every object without `metadata.managedFields`: often the
+/// largest part of an object and of no use to a health check (dropping it roughly halves
+/// the Lua conversion cost of typical objects). Dropped as each object is read, so a page
+/// never holds them all.
+fn items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
+    struct Items;
+    impl<'de> serde::de::Visitor<'de> for Items {
+        type Value = Vec<Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of objects or null")
+        }
+        fn visit_unit<E>(self) -> Result<Vec<Value>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E>(self) -> Result<Vec<Value>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<Value>, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(mut item) = seq.next_element::<Value>()? {
+                drop_managed_fields(&mut item);
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    d.deserialize_option(Items)
+}
+
+fn drop_managed_fields(object: &mut Value) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+}
+
+/// An object as a check sees it: apiVersion and kind from the query (list items often omit
+/// them), no managedFields; `None` if it is not an object or `query` does not select it.
+fn as_checked(query: &Query, mut object: Value) -> Option<Value> {
+    let map = object.as_object_mut()?;
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    map.insert("apiVersion".into(), Value::String(query.api_version()));
+    map.insert("kind".into(), Value::String(query.kind.clone()));
+    query.matches(&object).then_some(object)
+}
+
+impl KubeReader {
+    /// The collection under `url_path`, a page at a time, the objects `query` selects.
+    async fn list_paged(&self, url_path: &str, query: &Query) -> Result<Vec<Value>, kube::Error> {
+        let request = kube::core::Request::new(url_path);
+        let mut selected = Vec::new();
+        let mut params = ListParams::default().limit(self.page_size);
+        loop {
+            let mut http = request.list(&params).map_err(kube::Error::BuildRequest)?;
+            http.extensions_mut().insert("list");
+            let page: Page = match self.client.request(http).await {
+                Ok(page) => page,
+                // The continue token expired (410 Gone, the list took longer than the API
+                // server keeps it): as client-go's pager does, list the collection whole.
+                Err(kube::Error::Api(e)) if e.code == 410 && params.continue_token.is_some() => {
+                    selected.clear();
+                    params = ListParams::default();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            selected.extend(page.items.into_iter().filter_map(|o| as_checked(query, o)));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) if params.limit.is_some() => params = params.continue_token(&token),
+                _ => return Ok(selected),
+            }
+        }
+    }
+
+    /// Object `name` under `url_path`, `None` when there is none.
+    async fn get_opt(&self, url_path: &str, name: &str) -> Result<Option<Value>, kube::Error> {
+        let mut http = kube::core::Request::new(url_path)
+            .get(name, &GetParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        http.extensions_mut().insert("get");
+        match self.client.request::<Value>(http).await {
+            Ok(object) => Ok(Some(object)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -171,34 +293,13 @@ impl ResourceReader for KubeReader {
             Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
             Err(source) => return Err(ReadError::Api { what, source }),
         };
-        let api: Api<DynamicObject> = match &query.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
-        };
-        let objects = match &query.name {
-            Some(name) => api.get_opt(name).await.map(|o| o.into_iter().collect()),
-            None => api.list(&ListParams::default()).await.map(|l| l.items),
+        let url_path = DynamicObject::url_path(&resource, query.namespace.as_deref());
+        match &query.name {
+            Some(name) => (self.get_opt(&url_path, name).await)
+                .map(|o| o.and_then(|o| as_checked(query, o)).into_iter().collect()),
+            None => self.list_paged(&url_path, query).await,
         }
-        .map_err(|source| ReadError::Api {
-            what: what.clone(),
-            source,
-        })?;
-        Ok(objects
-            .into_iter()
-            .filter_map(|o| serde_json::to_value(o).ok())
-            .map(|mut v| {
-                // List items often omit apiVersion/kind; the query knows them.
-                v["apiVersion"] = Value::String(query.api_version());
-                v["kind"] = Value::String(query.kind.clone());
-                // Often the largest part of an object and of no use to a health check:
-                // dropping it roughly halves the Lua conversion cost of typical objects.
-                if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("managedFields");
-                }
-                v
-            })
-            .filter(|v| query.matches(v))
-            .collect())
+        .map_err(|source| ReadError::Api { what, source })
     }
 
     async fn readyz(&self) -> Result<String, ReadError> {
@@ -222,6 +323,9 @@ impl ResourceReader for KubeReader {
         Ok(secret.map(secret_data))
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 /// The reader an agent runs with: the cluster's API, objects in memory, or none (an agent
 /// outside any cluster: resource checks and built-ins then fail with a clear message).
