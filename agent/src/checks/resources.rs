@@ -232,10 +232,8 @@ fn drop_managed_fields(object: &mut Value) {
 /// An object as a check sees it: apiVersion and kind from the query (list items often omit
 /// them), no managedFields; `None` if it is not an object or `query` does not select it.
 fn as_checked(query: &Query, mut object: Value) -> Option<Value> {
+    drop_managed_fields(&mut object);
     let map = object.as_object_mut()?;
-    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
     map.insert("apiVersion".into(), Value::String(query.api_version()));
     map.insert("kind".into(), Value::String(query.kind.clone()));
     query.matches(&object).then_some(object)

@@ -6,6 +6,8 @@
 use mlua::{Either, Function, Lua, Table};
 use serde_json::Value as Json;
 
+use super::Conversion;
+
 /// Deepest nesting converted (tables within tables, the object itself being one);
 /// Kubernetes objects stay far below it. A script that reaches a table past it fails, and
 /// only that script: the rest of the object, and every other object, still reads normally.
@@ -30,9 +32,8 @@ pub(super) struct Nodes {
     objects: Vec<Json>,
     refs: Vec<NodeRef>,
     kit: Kit,
-    /// Largest array element (in values) converted together with its array;
-    /// `usize::MAX`: every table converts with its parent (eager conversion).
-    bulk: usize,
+    /// Every table converts with its parent (eager conversion, the benchmark's baseline).
+    eager: bool,
 }
 
 /// Most values in an array element converted in the same call as its array: a callback
@@ -66,13 +67,13 @@ impl Kit {
 }
 
 impl Nodes {
-    /// No objects yet; array elements of at most `bulk` values convert with their array.
-    pub(super) fn new(kit: Kit, bulk: usize) -> Self {
+    /// No objects yet, converted as `conversion` says.
+    pub(super) fn new(kit: Kit, conversion: Conversion) -> Self {
         Nodes {
             objects: Vec::new(),
             refs: Vec::new(),
             kit,
-            bulk,
+            eager: conversion == Conversion::Eager,
         }
     }
 
@@ -115,7 +116,7 @@ fn root_of(refs: &[NodeRef], mut id: u32) -> Option<u32> {
 
 /// Converts node `id` for its pending proxy `proxy`: builds its content (scalars set;
 /// `null` left out, so it reads as `nil`), gives `proxy` its own metatable reading through
-/// to it, and returns that metatable. Array elements of at most [`Nodes::bulk`] values are
+/// to it, and returns that metatable. Array elements of at most [`BULK_VALUES`] values are
 /// converted in the same call (one callback instead of one per element); other members
 /// that are tables, and any past [`MAX_DEPTH`], become pending proxies that convert when
 /// touched.
@@ -127,7 +128,7 @@ pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Tabl
         objects,
         refs,
         kit,
-        bulk,
+        eager,
     } = &mut *nodes;
     let depth = match refs.get(id as usize) {
         Some(NodeRef::Child { depth, .. }) => *depth,
@@ -152,8 +153,8 @@ pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Tabl
         lua,
         kit,
         refs,
-        bulk: *bulk,
-        in_bulk: false,
+        // In an eager round every subtree is converted with its parent.
+        in_bulk: *eager,
     };
     let content = builder.content(json, id, depth)?;
     proxy.raw_set(&kit.id_key, mlua::Value::Nil)?;
@@ -170,8 +171,8 @@ struct Builder<'a> {
     lua: &'a Lua,
     kit: &'a Kit,
     refs: &'a mut Vec<NodeRef>,
-    bulk: usize,
-    /// Building a subtree already known to be within `bulk`.
+    /// Building a subtree whose every table converts now (one within [`BULK_VALUES`], or
+    /// any in an eager round).
     in_bulk: bool,
 }
 
@@ -227,7 +228,7 @@ impl Builder<'_> {
             depth: child_depth,
         });
         let proxy = if usize::from(child_depth) <= MAX_DEPTH
-            && (self.in_bulk || self.bulk == usize::MAX || (in_array && within(json, self.bulk)))
+            && (self.in_bulk || (in_array && within(json, BULK_VALUES)))
         {
             // Every member of a subtree within the bulk limit is converted with it.
             let outer = std::mem::replace(&mut self.in_bulk, true);
@@ -272,7 +273,7 @@ fn within(json: &Json, limit: usize) -> bool {
             _ => true,
         }
     }
-    limit == usize::MAX || count(json, &mut { limit })
+    count(json, &mut { limit })
 }
 
 /// A string, boolean or number (`None` for `null`). Numbers with an integral value become

@@ -235,6 +235,8 @@ fn what_a_script_changes_in_objects_no_other_check_sees() {
         "resources[1].metadata.name = 'changed'",
         "rawset(resources[1].metadata, 'name', 'changed')",
         "resources[1].status.conditions[1] = nil",
+        // An element converted together with its array is copy on write too.
+        "resources[1].status.conditions[2].type = 'changed'",
         "table.insert(resources[1].status.conditions, { type = 'Ready', status = 'False' })",
         "table.sort(resources[1].status.conditions, function(a, b) return a.type > b.type end)",
         "table.remove(resources[1].status.conditions, 1)",

@@ -12,7 +12,7 @@ use mlua::state::{GcGenParams, GcMode};
 use mlua::{Function, Lua, Table, Value};
 
 use super::MAX_SCRIPT_BYTES;
-use super::convert::{BULK_VALUES, MAX_DEPTH, Nodes, depth};
+use super::convert::{MAX_DEPTH, Nodes, depth};
 use super::error::classify;
 use super::outcome::{describe, read_outcome};
 use super::sandbox::{DeadlineGuard, Machinery, new_state};
@@ -64,11 +64,7 @@ impl LuaRound {
     pub fn with_conversion(limits: LuaLimits, conversion: Conversion) -> Result<Self, LuaError> {
         let guard = Arc::new(DeadlineGuard::new());
         let setup = |source| LuaError::Setup { source };
-        let bulk = match conversion {
-            Conversion::Lazy => BULK_VALUES,
-            Conversion::Eager => usize::MAX,
-        };
-        let (lua, machinery) = new_state(guard.clone(), bulk).map_err(setup)?;
+        let (lua, machinery) = new_state(guard.clone(), conversion).map_err(setup)?;
         // Generational: the converted objects live as long as the round, and an
         // incremental collector would mark them all again in every cycle (most of a
         // check's time); a young-generation collection visits only what is new.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
-use super::{compat, convert, pattern};
+use super::{Conversion, compat, convert, pattern};
 
 /// The Lua side of a round: fresh environments, and the objects' proxies (`objects.lua`).
 pub(super) struct Machinery {
@@ -20,7 +20,8 @@ pub(super) struct Machinery {
     pub(super) root: Function,
     /// `restore()`: undoes the writes of the evaluation that just ended.
     pub(super) restore: Function,
-    /// `eager(proxy)`: converts a whole object now.
+    /// `eager(proxy)`: converts a whole object now (in an eager round, where touching the
+    /// root converts every table).
     pub(super) eager: Function,
     /// `math.randomseed`: seeds the random sequence of the state (every evaluation's).
     pub(super) randomseed: Function,
@@ -86,9 +87,11 @@ const UNAVAILABLE_LIBRARIES: [&str; 3] = ["io", "debug", "package"];
 const INSTRUCTIONS_PER_CHECK: u32 = 1000;
 
 /// Creates the sandboxed state and its [`Machinery`].
-/// Array elements of at most `bulk` values convert together with their array (see
-/// `convert::Nodes`).
-pub(super) fn new_state(guard: Arc<DeadlineGuard>, bulk: usize) -> mlua::Result<(Lua, Machinery)> {
+/// Objects convert as `conversion` says (see `convert::Nodes`).
+pub(super) fn new_state(
+    guard: Arc<DeadlineGuard>,
+    conversion: Conversion,
+) -> mlua::Result<(Lua, Machinery)> {
     let lua = Lua::new_with(libraries(), LuaOptions::default())?;
     let globals = lua.globals();
     let string: Table = globals.raw_get("string")?;
@@ -130,7 +133,7 @@ pub(super) fn new_state(guard: Arc<DeadlineGuard>, bulk: usize) -> mlua::Result<
             })?,
         ))?;
     let kit = convert::Kit::new(&objects.raw_get("kit")?)?;
-    lua.set_app_data(convert::Nodes::new(kit, bulk));
+    lua.set_app_data(convert::Nodes::new(kit, conversion));
     globals.raw_set("collectgarbage", collectgarbage(&lua)?)?;
     compat::install(&lua, &globals, objects.raw_get("plain")?)?;
     protect_deadline(&lua, &globals, guard.clone())?;
