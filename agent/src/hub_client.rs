@@ -1,8 +1,9 @@
 //! The hub, as the agent sees it: a small trait ([`HubClient`]) with one real
 //! implementation over HTTPS ([`HttpHubClient`]), and [`HubError`], which sorts every
 //! failed request into "retry soon" ([`HubError::is_transient`]) or "needs a fix", and
-//! the [`RetrySchedule`] for the first kind.
+//! the [`RetrySchedule`] and [`Attempts`] (retries and hedges) for the first kind.
 
+pub mod attempts;
 mod http;
 pub mod retry;
 
@@ -14,6 +15,7 @@ use fleetpulse_common::protocol::errors::{ErrorBody, RejectCode};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{AgentConfig, HeartbeatAnswer};
 
+pub use attempts::Attempts;
 pub use http::HttpHubClient;
 pub use retry::RetrySchedule;
 
@@ -26,6 +28,16 @@ pub trait HubClient: Send + Sync + 'static {
         jws: String,
         timeout: Duration,
     ) -> impl Future<Output = Result<HeartbeatAnswer, HubError>> + Send;
+
+    /// As [`Self::send_heartbeat`], for a hedged copy: over another connection than the
+    /// copy it hedges where the implementation has one.
+    fn send_heartbeat_beside(
+        &self,
+        jws: String,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<HeartbeatAnswer, HubError>> + Send {
+        self.send_heartbeat(jws, timeout)
+    }
 
     /// GETs the cluster's effective config, authorized by a signed config request.
     fn fetch_config(

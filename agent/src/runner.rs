@@ -8,11 +8,15 @@
 //!   options: the new one starts a new incarnation.
 //!
 //! The loop's rules:
-//! - Every attempt builds and signs a new report (next seq, fresh `iat`).
+//! - Every attempt builds and signs a new report (next seq, fresh `iat`), except a hedge.
 //! - Transient failures ([`HubError::is_transient`]) are retried with jittered
 //!   exponential backoff ([`retry_backoff`]) until a report is accepted or the agent
 //!   stops; the first failure in a row and every tenth is logged at warn, the rest at
 //!   debug.
+//! - A retry left unanswered for a third of the request timeout is hedged: the same
+//!   signed report goes out beside it (two at most) and the first answer wins
+//!   ([`Attempts`]). The copy that reaches the hub second is refused as `replayed`,
+//!   which the agent recognises as its own and ignores.
 //! - A `replayed` / `stale_sequence` rejection whose `lastAccepted` is not below our
 //!   incarnation moves the incarnation above it, resets seq to 1 and resends at once,
 //!   once per heartbeat.
@@ -24,6 +28,7 @@
 //!   was sent (so the hub sees one report per interval however slow the answers are).
 //!
 //! [`HubError::is_transient`]: crate::hub_client::HubError::is_transient
+//! [`Attempts`]: crate::hub_client::Attempts
 
 mod handle;
 mod heartbeat_loop;

@@ -82,6 +82,8 @@ pub struct Run {
     pub schedule: Schedule,
     /// When the agents send after an accepted heartbeat.
     pub pacing: Pacing,
+    /// Whether the agents hedge unanswered retries (theirs do; `false` to compare).
+    pub hedge: bool,
 }
 
 /// The figures of one profile × detector.
@@ -108,6 +110,8 @@ pub struct Outcome {
     pub accepted: u64,
     /// Requests sent, retries included.
     pub attempts: u64,
+    /// Requests refused at the hub as a copy of, or older than, an accepted report.
+    pub refused_copies: u64,
 }
 
 impl Outcome {
@@ -132,7 +136,8 @@ impl fmt::Display for Outcome {
             f,
             "profile={} detector={} clusters={} hours={} false_unreachable={} \
              false_per_million_cluster_hours={:.3} detect_p50_s={:.1} detect_p99_s={:.1} \
-             detect_max_s={:.1} deaths_while_hub_down={} detect_max_after_hub_up_s={:.1}",
+             detect_max_s={:.1} deaths_while_hub_down={} detect_max_after_hub_up_s={:.1} \
+             requests_per_heartbeat={:.3} refused_per_cluster_hour={:.3}",
             self.profile,
             self.detector,
             self.clusters,
@@ -144,6 +149,8 @@ impl fmt::Display for Outcome {
             self.detection_quantile(1.0),
             self.deaths_while_hub_down,
             self.detect_max_after_hub_up,
+            self.attempts as f64 / self.accepted.max(1) as f64,
+            self.refused_copies as f64 / self.cluster_hours,
         )
     }
 }
@@ -161,6 +168,7 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         tick: run.tick_seconds,
         schedule: run.schedule,
         pacing: run.pacing,
+        hedge: run.hedge,
     };
     let mut rng = SmallRng::seed_from_u64(run.seed);
     let mut out = Outcome {
@@ -174,6 +182,7 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         detect_max_after_hub_up: 0.0,
         accepted: 0,
         attempts: 0,
+        refused_copies: 0,
     };
     for _ in 0..run.clusters {
         let life = cluster::live(profile, &hub_detector, timing, run.hours, &mut rng);
@@ -184,6 +193,7 @@ pub fn simulate(profile: &Profile, detector: &DetectorChoice, run: Run) -> Outco
         out.deaths_while_hub_down += u64::from(life.hub_down_at_death.is_some());
         out.accepted += life.accepted;
         out.attempts += life.attempts;
+        out.refused_copies += life.refused_copies;
     }
     out.detections.sort_by(f64::total_cmp);
     out

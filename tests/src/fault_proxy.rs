@@ -3,7 +3,9 @@
 //! runs ([`FaultProxy::set`]), delays chunks with jitter (keeping their order), drops a
 //! share of them by resetting the connection that carries them (the request in flight
 //! fails), blackholes traffic (read and discarded, connections held open, so requests
-//! time out), or resets every connection.
+//! time out), or resets every connection. [`FaultProxy::wedge_open_connections`]
+//! blackholes only the connections open at that moment, for good, while new ones pass (a
+//! NAT entry or load-balancer path that died silently under a kept connection).
 //!
 //! Loopback only: it listens on 127.0.0.1 and refuses a non-loopback upstream. Bounded:
 //! at most [`MAX_CONNECTIONS`] at once, and at most [`QUEUED_CHUNKS`] chunks of 16 KiB
@@ -110,6 +112,8 @@ pub enum ProxyError {
 pub struct FaultProxy {
     addr: SocketAddr,
     faults: [watch::Sender<Faults>; 2],
+    /// Connections numbered below this are wedged (numbered from 0 as accepted).
+    wedged_below: watch::Sender<u64>,
     counters: Arc<Counters>,
     stop: CancellationToken,
 }
@@ -131,16 +135,18 @@ impl FaultProxy {
         let counters = Arc::new(Counters::default());
         let stop = CancellationToken::new();
         let receivers = [faults[0].subscribe(), faults[1].subscribe()];
+        let wedged_below = watch::channel(0).0;
         tokio::spawn(accept_loop(
             listener,
             upstream,
-            receivers,
+            (receivers, wedged_below.subscribe()),
             counters.clone(),
             stop.clone(),
         ));
         Ok(Self {
             addr,
             faults,
+            wedged_below,
             counters,
             stop,
         })
@@ -160,6 +166,12 @@ impl FaultProxy {
     pub fn set_both(&self, faults: Faults) {
         self.set(Direction::ToUpstream, faults);
         self.set(Direction::ToClient, faults);
+    }
+
+    /// Blackholes, both ways and for good, every connection open now; connections
+    /// accepted later are served as the faults say.
+    pub fn wedge_open_connections(&self) {
+        self.wedged_below.send_replace(self.connections());
     }
 
     /// What the proxy has seen.
@@ -182,7 +194,7 @@ impl Drop for FaultProxy {
 async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
-    faults: [watch::Receiver<Faults>; 2],
+    (faults, wedged_below): ([watch::Receiver<Faults>; 2], watch::Receiver<u64>),
     counters: Arc<Counters>,
     stop: CancellationToken,
 ) {
@@ -196,7 +208,11 @@ async fn accept_loop(
         let Ok(permit) = open.clone().try_acquire_owned() else {
             continue;
         };
-        counters.connections.fetch_add(1, Ordering::Relaxed);
+        let number = counters.connections.fetch_add(1, Ordering::Relaxed);
+        let wedge = pump::Wedge {
+            number,
+            below: wedged_below.clone(),
+        };
         let (faults, counters, stop) = (faults.clone(), counters.clone(), stop.clone());
         tokio::spawn(async move {
             let _permit = permit;
@@ -208,7 +224,7 @@ async fn accept_loop(
             let Ok(server) = TcpStream::connect(upstream).await else {
                 return;
             };
-            stop.run_until_cancelled(pump::connection(client, server, faults, counters))
+            stop.run_until_cancelled(pump::connection(client, server, faults, wedge, counters))
                 .await;
         });
     }

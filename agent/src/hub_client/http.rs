@@ -1,5 +1,13 @@
 //! [`HttpHubClient`]: the hub over HTTPS with reqwest and rustls (ring provider).
+//!
+//! Requests go over two connection pools ([`Lane`]s): heartbeats, config pulls and
+//! enrolment over the primary, a hedged heartbeat copy over the spare, so a hedge does
+//! not share the fate of the connection it hedges. A pool whose request timed out is
+//! replaced by a new one: a kept connection whose path died without a reset (a NAT entry
+//! dropped, a load balancer failed over) would otherwise carry, and lose, every later
+//! request until the kernel gave up on it, many minutes later.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fleetpulse_common::enrol::ROTATE_PATH;
@@ -9,8 +17,9 @@ use fleetpulse_common::protocol::report::{AgentConfig, ClusterId, HeartbeatAnswe
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, heartbeat_path};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Client, RequestBuilder};
-use rustls::RootCertStore;
+use rustls::{ClientConfig, RootCertStore};
 use serde::de::DeserializeOwned;
+use tracing::{debug, warn};
 
 use super::{HubClient, HubError};
 use crate::Url;
@@ -27,13 +36,95 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// TCP keepalive on the connection to the hub.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// The hub's two endpoints for one cluster, over one reqwest client.
+/// The hub's two endpoints for one cluster, over two connection pools.
 #[derive(Clone, Debug)]
 pub struct HttpHubClient {
-    client: Client,
+    lanes: Arc<Lanes>,
     hub: Url,
     heartbeat_url: Url,
     config_url: Url,
+}
+
+/// How every pool is built, and the two pools.
+#[derive(Debug)]
+struct Lanes {
+    settings: PoolSettings,
+    primary: Lane,
+    spare: Lane,
+}
+
+/// What a new pool is built from (the TLS config shares its session cache, so a new
+/// pool's first connection resumes the TLS session).
+#[derive(Debug)]
+struct PoolSettings {
+    tls: ClientConfig,
+    https: bool,
+    loopback: bool,
+    hub: Url,
+}
+
+/// One connection pool, replaced after a timeout.
+#[derive(Debug)]
+struct Lane(Mutex<Client>);
+
+impl PoolSettings {
+    fn build(&self) -> Result<Client, AgentError> {
+        // Connections are kept between heartbeats (TCP keepalive holds NAT entries open
+        // and finds dead peers), and rustls resumes TLS sessions (its default in-memory
+        // session cache), so a reconnect after the hub closed an idle connection costs an
+        // abbreviated handshake, not a full one.
+        let mut builder = Client::builder()
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .tcp_keepalive(TCP_KEEPALIVE)
+            .tls_backend_preconfigured(self.tls.clone())
+            .https_only(self.https)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("fleetpulse-agent/", env!("CARGO_PKG_VERSION")));
+        if self.loopback {
+            builder = builder.no_proxy();
+        }
+        builder.build().map_err(|source| AgentError::HttpClient {
+            url: self.hub.clone(),
+            source,
+        })
+    }
+}
+
+impl Lane {
+    fn client(&self) -> Client {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Lanes {
+    /// Sends on `lane`; a timeout replaces the lane's pool (requests still in flight on
+    /// the old one finish or fail on their own).
+    async fn exchange<T: DeserializeOwned>(
+        &self,
+        lane: &Lane,
+        request: impl FnOnce(&Client) -> RequestBuilder,
+        timeout: Duration,
+        url: &Url,
+        expected: &'static str,
+    ) -> Result<(u16, T), HubError> {
+        let result = exchange_with_status(request(&lane.client()), timeout, url, expected).await;
+        if let Err(HubError::Unreachable { source, .. }) = &result
+            && source
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_timeout)
+        {
+            match self.settings.build() {
+                Ok(fresh) => {
+                    *lane.0.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+                    debug!(%url, "request timed out; the next one opens a new connection");
+                }
+                Err(e) => {
+                    warn!(%url, error = %e, "request timed out and a new connection pool cannot be built; keeping the old one")
+                }
+            }
+        }
+        result
+    }
 }
 
 impl HttpHubClient {
@@ -65,26 +156,19 @@ impl HttpHubClient {
             (false, None, None) => tls::client_config_with_roots(RootCertStore::empty())?,
             (_, ca, None) => tls::client_config(ca)?,
         };
-        // Connections are kept between heartbeats (TCP keepalive holds NAT entries open
-        // and finds dead peers), and rustls resumes TLS sessions (its default in-memory
-        // session cache), so a reconnect after the hub closed an idle connection costs an
-        // abbreviated handshake, not a full one.
-        let mut builder = Client::builder()
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .tcp_keepalive(TCP_KEEPALIVE)
-            .tls_backend_preconfigured(tls)
-            .https_only(https)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("fleetpulse-agent/", env!("CARGO_PKG_VERSION")));
-        if is_loopback(hub) {
-            builder = builder.no_proxy();
-        }
-        let client = builder.build().map_err(|source| AgentError::HttpClient {
-            url: hub.clone(),
-            source,
-        })?;
+        let settings = PoolSettings {
+            tls,
+            https,
+            loopback: is_loopback(hub),
+            hub: hub.clone(),
+        };
+        let (primary, spare) = (settings.build()?, settings.build()?);
         Ok(Self {
-            client,
+            lanes: Arc::new(Lanes {
+                settings,
+                primary: Lane(Mutex::new(primary)),
+                spare: Lane(Mutex::new(spare)),
+            }),
             hub: hub.clone(),
             heartbeat_url: endpoint(hub, &heartbeat_path(&cluster.namespace, &cluster.name)),
             config_url: endpoint(hub, &config_path(&cluster.namespace, &cluster.name)),
@@ -112,12 +196,35 @@ impl HttpHubClient {
         timeout: Duration,
     ) -> Result<(u16, T), HubError> {
         let url = endpoint(&self.hub, path);
-        let request = self
-            .client
-            .post(url.clone())
-            .header(ACCEPT, "application/json")
-            .json(body);
-        exchange_with_status(request, timeout, &url, "enrolment answer").await
+        let request = |c: &Client| {
+            c.post(url.clone())
+                .header(ACCEPT, "application/json")
+                .json(body)
+        };
+        let lanes = &self.lanes;
+        lanes
+            .exchange(&lanes.primary, request, timeout, &url, "enrolment answer")
+            .await
+    }
+
+    /// POSTs a heartbeat over `lane`.
+    async fn heartbeat_on(
+        &self,
+        lane: &Lane,
+        jws: String,
+        timeout: Duration,
+    ) -> Result<HeartbeatAnswer, HubError> {
+        let request = |c: &Client| {
+            c.post(self.heartbeat_url.clone())
+                .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
+                .header(ACCEPT, "application/json")
+                .body(jws)
+        };
+        let url = &self.heartbeat_url;
+        self.lanes
+            .exchange(lane, request, timeout, url, "heartbeat answer")
+            .await
+            .map(|(_, answer)| answer)
     }
 
     /// The URL heartbeats are POSTed to.
@@ -137,13 +244,15 @@ impl HubClient for HttpHubClient {
         jws: String,
         timeout: Duration,
     ) -> Result<HeartbeatAnswer, HubError> {
-        let request = self
-            .client
-            .post(self.heartbeat_url.clone())
-            .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
-            .header(ACCEPT, "application/json")
-            .body(jws);
-        exchange(request, timeout, &self.heartbeat_url, "heartbeat answer").await
+        self.heartbeat_on(&self.lanes.primary, jws, timeout).await
+    }
+
+    async fn send_heartbeat_beside(
+        &self,
+        jws: String,
+        timeout: Duration,
+    ) -> Result<HeartbeatAnswer, HubError> {
+        self.heartbeat_on(&self.lanes.spare, jws, timeout).await
     }
 
     async fn fetch_config(
@@ -151,12 +260,16 @@ impl HubClient for HttpHubClient {
         request_jws: String,
         timeout: Duration,
     ) -> Result<AgentConfig, HubError> {
-        let request = self
-            .client
-            .get(self.config_url.clone())
-            .header(AUTHORIZATION, format!("{AUTH_SCHEME} {request_jws}"))
-            .header(ACCEPT, "application/json");
-        exchange(request, timeout, &self.config_url, "cluster config").await
+        let request = |c: &Client| {
+            c.get(self.config_url.clone())
+                .header(AUTHORIZATION, format!("{AUTH_SCHEME} {request_jws}"))
+                .header(ACCEPT, "application/json")
+        };
+        let (lanes, url) = (&self.lanes, &self.config_url);
+        lanes
+            .exchange(&lanes.primary, request, timeout, url, "cluster config")
+            .await
+            .map(|(_, config)| config)
     }
 
     async fn rotate_key(
@@ -170,19 +283,8 @@ impl HubClient for HttpHubClient {
     }
 }
 
-/// Sends `request` and decodes a success body as `T`, or sorts the failure.
-async fn exchange<T: DeserializeOwned>(
-    request: RequestBuilder,
-    timeout: Duration,
-    url: &Url,
-    expected: &'static str,
-) -> Result<T, HubError> {
-    exchange_with_status(request, timeout, url, expected)
-        .await
-        .map(|(_, t)| t)
-}
-
-/// As [`exchange`], also returning the success status.
+/// Sends `request` and decodes a success body as `T` (with the success status), or sorts
+/// the failure.
 async fn exchange_with_status<T: DeserializeOwned>(
     request: RequestBuilder,
     timeout: Duration,

@@ -60,6 +60,15 @@ impl RetrySchedule {
         self.cap
     }
 
+    /// How long a retry may go unanswered before the same report is sent again beside it
+    /// ([`Attempts`](super::attempts::Attempts)): a third of the request timeout, so past
+    /// the round trip of any network that answers within the timeout at all (whole
+    /// milliseconds, the timer's resolution).
+    pub fn hedge_after(&self) -> Duration {
+        let third = self.timeout / 3;
+        third - Duration::from_nanos(u64::from(third.subsec_nanos() % 1_000_000))
+    }
+
     /// The delay before retry number `attempt` (1 for the first retry after a failure),
     /// with `unit` a uniform draw from `[0, 1)`: half of the step fixed, half random.
     pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
@@ -114,6 +123,7 @@ mod tests {
             [ms(200), ms(400), ms(800), ms(1250), ms(1250), ms(1250)]
         );
         assert_eq!(s.request_timeout(), Duration::from_secs(7));
+        assert_eq!(s.hedge_after(), ms(2_333));
     }
 
     #[test]

@@ -254,6 +254,75 @@ async fn a_slow_answer_does_not_delay_the_next_heartbeat() {
     agent.stop().await.unwrap();
 }
 
+/// The seq and time since the first request of what the fake hub saw.
+fn seqs_and_times(hub: &FakeHub) -> Vec<(u64, Duration)> {
+    let seen = hub.seen();
+    let t0 = seen[0].0;
+    seen.iter().map(|(t, r)| (r.seq, *t - t0)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_retry_is_hedged_with_the_same_report_and_the_first_answer_wins() {
+    let (agent, hub) = spawn_fake([
+        Reply::Reject(RejectCode::Unavailable, None),
+        Reply::Hang,
+        Reply::Accept,
+    ]);
+    let status = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 2)
+        .await
+        .unwrap();
+    let seen = seqs_and_times(&hub);
+    let retry = seen[1].1;
+    let hedge_after = crate::hub_client::RetrySchedule::new(Duration::from_secs(10)).hedge_after();
+    assert_eq!(
+        seen[..3],
+        [(1, Duration::ZERO), (2, retry), (2, retry + hedge_after)],
+        "the unanswered retry's report, sent again beside it"
+    );
+    assert_eq!(
+        seen[3],
+        (3, retry + hedge_after + Duration::from_secs(10)),
+        "paced from the copy that was answered, and nothing sent in between"
+    );
+    assert_eq!(status.consecutive_failures, 0);
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copy_refused_as_replayed_is_the_agents_own_and_changes_nothing() {
+    let (agent, hub) = spawn_fake([]);
+    let ours = agent.status().incarnation;
+    let accepted = Position {
+        incarnation: ours,
+        seq: 2,
+    };
+    hub.0.lock().unwrap().replies.extend([
+        Reply::Reject(RejectCode::Unavailable, None),
+        // Accepted, but its answer is slow: the hedge reaches the hub meanwhile.
+        Reply::AcceptAfter(Duration::from_secs(5)),
+        Reply::Reject(RejectCode::Replayed, Some(accepted)),
+    ]);
+    let status = agent
+        .wait_for(WAIT, |s| s.accepted_total >= 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        status.incarnation, ours,
+        "no incarnation restart for our own copy"
+    );
+    let seen = seqs_and_times(&hub);
+    let retry = seen[1].1;
+    assert_eq!(
+        seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [1, 2, 2, 3],
+        "{seen:?}"
+    );
+    assert_eq!(seen[3].1, retry + Duration::from_secs(10));
+    assert_eq!(status.consecutive_failures, 0);
+    agent.stop().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn stop_abandons_a_request_the_hub_never_answers() {
     let (agent, hub) = spawn_fake([Reply::Hang]);

@@ -1,5 +1,5 @@
-//! The loop itself: one heartbeat per interval, backoff while the hub is unreachable,
-//! the incarnation rule on sequence rejections, and the config pull.
+//! The loop itself: one heartbeat per interval, backoff and hedged retries while the hub
+//! is unreachable, the incarnation rule on sequence rejections, and the config pull.
 //!
 //! The rules are listed in the [`crate::runner`] module docs.
 
@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime};
 use ed25519_dalek::SigningKey;
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatAnswer};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +20,8 @@ use tracing::{debug, error, info, warn};
 
 use super::AgentStatus;
 use crate::checks::ChecksSource;
-use crate::hub_client::{HubClient, HubError, RetrySchedule};
+use crate::hub_client::attempts::Send;
+use crate::hub_client::{Attempts, HubClient, HubError, RetrySchedule};
 use crate::options::AgentOptions;
 use crate::report::{
     ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
@@ -41,7 +44,8 @@ pub fn request_timeout(interval: Duration) -> Duration {
 
 /// One agent's loop state, over any [`HubClient`].
 pub(crate) struct Agent<H> {
-    hub: H,
+    /// Shared with the requests in flight, so a hedge can run beside a retry.
+    hub: Arc<H>,
     key: SigningKey,
     cluster: ClusterId,
     audience: String,
@@ -77,7 +81,7 @@ impl<H: HubClient> Agent<H> {
             opts.interval,
         ));
         let agent = Self {
-            hub,
+            hub: Arc::new(hub),
             key: opts.key,
             cluster: opts.cluster,
             audience,
@@ -126,69 +130,107 @@ impl<H: HubClient> Agent<H> {
         }
     }
 
-    /// Sends reports until one is accepted (retrying transient failures) or one is
-    /// refused for good; an accepted report comes with the moment its attempt was sent.
+    /// Sends reports until one is accepted (retrying and hedging transient failures, as
+    /// [`Attempts`] plans) or one is refused for good; an accepted report comes with the
+    /// moment its request was sent.
     async fn deliver(&mut self) -> Result<(HeartbeatAnswer, Instant), HubError> {
-        let mut backoff = retry_backoff(self.interval).delays();
+        let origin = Instant::now();
+        let mut plan = Attempts::new(retry_backoff(self.interval));
+        let mut flying = FuturesUnordered::new();
+        let mut newest: Option<(Arc<str>, Position)> = None;
+        let mut send = Send::NewReport;
         let mut restarted = false;
         loop {
-            let report = self.reports.build(
-                unix_seconds(SystemTime::now()),
-                self.interval.as_secs().clamp(1, u32::MAX.into()) as u32,
-                self.applied_generation,
-                self.checks.results(),
-            );
-            let sent = Position {
-                incarnation: report.incarnation,
-                seq: report.seq,
+            let (jws, sent) = match (send, &newest) {
+                (Send::Hedge, Some(newest)) => newest.clone(),
+                _ => {
+                    let report = self.reports.build(
+                        unix_seconds(SystemTime::now()),
+                        self.interval.as_secs().clamp(1, u32::MAX.into()) as u32,
+                        self.applied_generation,
+                        self.checks.results(),
+                    );
+                    let sent = Position {
+                        incarnation: report.incarnation,
+                        seq: report.seq,
+                    };
+                    self.status.send_modify(|s| s.last_sent = Some(sent));
+                    let jws: Arc<str> = sign_report(&self.key, &report).into();
+                    newest.insert((jws, sent)).clone()
+                }
             };
-            self.status.send_modify(|s| s.last_sent = Some(sent));
-            let jws = sign_report(&self.key, &report);
+            if send == Send::Hedge {
+                debug!(cluster = %self.cluster, seq = sent.seq, "retry unanswered; sending the same report beside it");
+            }
+            let (hub, timeout) = (Arc::clone(&self.hub), request_timeout(self.interval));
             let sent_at = Instant::now();
-            // The round trip on the real clock, even where tests pause tokio's.
-            let started = std::time::Instant::now();
-            let sent_result = self
-                .hub
-                .send_heartbeat(jws, request_timeout(self.interval))
-                .await;
-            let result = sent_result.as_ref().map(|_| ());
-            let took = started.elapsed();
-            self.metrics.heartbeat(result, took, SystemTime::now());
-            let err = match sent_result {
-                Ok(answer) => return Ok((answer, sent_at)),
-                Err(err) => err,
+            plan.started(sent_at - origin);
+            flying.push(async move {
+                // The round trip on the real clock, even where tests pause tokio's.
+                let started = std::time::Instant::now();
+                let result = match send {
+                    Send::NewReport => hub.send_heartbeat(jws.to_string(), timeout).await,
+                    Send::Hedge => hub.send_heartbeat_beside(jws.to_string(), timeout).await,
+                };
+                (result, sent, sent_at, started.elapsed())
+            });
+            // Wait for an answer, or for when the plan sends the next request.
+            send = loop {
+                let next = plan.next();
+                let at = next.map_or(origin, |n| origin + n.at);
+                let (result, sent, sent_at, took) = tokio::select! {
+                    Some(done) = flying.next() => done,
+                    () = tokio::time::sleep_until(at), if next.is_some() => {
+                        break next.map_or(Send::NewReport, |n| n.send);
+                    }
+                };
+                let conflict = result.as_ref().err().and_then(HubError::sequence_conflict);
+                if conflict == Some(sent) {
+                    // Another copy of this report was accepted; its answer is on its way.
+                    debug!(cluster = %self.cluster, seq = sent.seq, "a copy of this report was accepted first");
+                    plan.overtaken();
+                    continue;
+                }
+                self.metrics
+                    .heartbeat(result.as_ref().map(|_| ()), took, SystemTime::now());
+                let err = match result {
+                    Ok(answer) => return Ok((answer, sent_at)),
+                    Err(err) => err,
+                };
+                if !restarted
+                    && let Some(last) = conflict
+                    && let Some(incarnation) = self.reports.restart_above(last)
+                {
+                    restarted = true;
+                    warn!(
+                        cluster = %self.cluster,
+                        code = ?err.code(),
+                        last_accepted.incarnation = last.incarnation,
+                        last_accepted.seq = last.seq,
+                        incarnation,
+                        error = %err,
+                        "hub refused this report's sequence as passed (a hub restart that \
+                         may have lost its positions, a clock reset, or a second agent with \
+                         the same key); restarting the sequence above it"
+                    );
+                    self.status.send_modify(|s| s.incarnation = incarnation);
+                    // What is still in flight carries the old sequence: start over at once.
+                    flying.clear();
+                    plan = Attempts::new(retry_backoff(self.interval));
+                    break Send::NewReport;
+                }
+                if !err.is_transient() {
+                    return Err(err);
+                }
+                self.note_failure(&err);
+                let (cluster, seq, failures) = (&self.cluster, sent.seq, self.failures);
+                if failures == 1 || failures.is_multiple_of(LOG_EVERY) {
+                    warn!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+                } else {
+                    debug!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+                }
+                plan.failed(Instant::now() - origin, rand::random::<f64>());
             };
-            if !restarted
-                && let Some(last) = err.sequence_conflict()
-                && let Some(incarnation) = self.reports.restart_above(last)
-            {
-                restarted = true;
-                warn!(
-                    cluster = %self.cluster,
-                    code = ?err.code(),
-                    last_accepted.incarnation = last.incarnation,
-                    last_accepted.seq = last.seq,
-                    incarnation,
-                    error = %err,
-                    "hub refused this report's sequence as passed (a hub restart that may have \
-                     lost its positions, a clock reset, or a second agent with the same key); \
-                     restarting the sequence above it"
-                );
-                self.status.send_modify(|s| s.incarnation = incarnation);
-                continue;
-            }
-            if !err.is_transient() {
-                return Err(err);
-            }
-            self.note_failure(&err);
-            let (cluster, seq, failures) = (&self.cluster, sent.seq, self.failures);
-            if failures == 1 || failures.is_multiple_of(LOG_EVERY) {
-                warn!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
-            } else {
-                debug!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
-            }
-            let delay = backoff.next().unwrap_or(self.interval);
-            tokio::time::sleep(delay).await;
         }
     }
 

@@ -60,6 +60,10 @@ struct Args {
     /// what the agent did before, for comparison).
     #[arg(long, env = "DETECTION_SIM_PACE_FROM", default_value = "sent", value_parser = ["sent", "answer"])]
     pace_from: String,
+    /// Whether the agents hedge a retry left unanswered (`on`, the agent's) or send one
+    /// request at a time (`off`, what the agent did before, for comparison).
+    #[arg(long, env = "DETECTION_SIM_HEDGE", default_value = "on", value_parser = ["on", "off"])]
+    hedge: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,6 +111,7 @@ fn main() -> anyhow::Result<()> {
         } else {
             Pacing::FromSend
         },
+        hedge: args.hedge == "on",
     };
     eprintln!(
         "{}",

@@ -1,5 +1,6 @@
 //! One cluster's life on a virtual clock: the agent's loop with the agent's own
-//! retry schedule ([`Schedule`]) and pacing ([`Pacing`]), the network and host impairments of a [`Profile`], and the hub's
+//! retry schedule ([`Schedule`]), retries and hedges ([`Plan`]) and pacing ([`Pacing`]),
+//! the network and host impairments of a [`Profile`], and the hub's
 //! [`Liveness`] judged at the hub's tick. Events run in time order; nothing sleeps.
 
 use std::cmp::Reverse;
@@ -11,7 +12,7 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use super::profile::Profile;
-use super::schedule::{Pacing, Schedule};
+use super::schedule::{Pacing, Plan, Schedule};
 
 /// One-way network delay without impairment, seconds.
 const BASE_DELAY: f64 = 0.005;
@@ -29,6 +30,10 @@ pub struct Timing {
     pub schedule: Schedule,
     /// When the agents send after an accepted heartbeat.
     pub pacing: Pacing,
+    /// Whether retries are hedged (the agent's [`Attempts`]).
+    ///
+    /// [`Attempts`]: fleetpulse_agent::hub_client::Attempts
+    pub hedge: bool,
 }
 
 /// What one cluster's life produced.
@@ -44,6 +49,9 @@ pub struct Life {
     pub hub_down_at_death: Option<f64>,
     /// Heartbeats the hub accepted.
     pub accepted: u64,
+    /// Requests that reached the hub and were refused as a copy of, or older than, a
+    /// report it had accepted (a hedge's loser, or a retried report arriving late).
+    pub refused_copies: u64,
     /// Requests the agent sent.
     pub attempts: u64,
 }
@@ -86,6 +94,10 @@ struct Hub<'a> {
     liveness: Liveness,
     false_unreachable: u64,
     accepted: u64,
+    /// Arrivals refused as copies of, or older than, an accepted report.
+    refused_copies: u64,
+    /// The newest report accepted.
+    last_report: u64,
     /// Requests on their way, by arrival time (a late one can be overtaken by the retry
     /// sent after the agent gave up on it).
     in_flight: BinaryHeap<Reverse<Ordered>>,
@@ -132,7 +144,16 @@ impl Hub<'_> {
                     self.liveness = Liveness::new(self.at(up));
                 }
                 (Some(r), _) => {
-                    self.in_flight.pop();
+                    let Some(Reverse(Ordered(_, report))) = self.in_flight.pop() else {
+                        break;
+                    };
+                    if report <= self.last_report {
+                        // A hedge's second copy, or a report overtaken by a later one:
+                        // refused, it changes nothing.
+                        self.refused_copies += 1;
+                        continue;
+                    }
+                    self.last_report = report;
                     if self.verdict_tick() < r {
                         self.false_unreachable += 1;
                     }
@@ -140,6 +161,56 @@ impl Hub<'_> {
                     self.accepted += 1;
                 }
                 _ => break,
+            }
+        }
+    }
+}
+
+/// A request on its way: when the agent learns its outcome, and which.
+struct Flight {
+    sent: f64,
+    end: f64,
+    ok: bool,
+}
+
+/// The agent's side: sends requests through the profile's impairments.
+struct Agent<'a> {
+    profile: &'a Profile,
+    interval: f64,
+    timeout: f64,
+    bursts: Windows,
+    attempts: u64,
+}
+
+impl Agent<'_> {
+    /// Sends report number `report` at `t`: what arrives goes into the hub's queue.
+    fn send(&mut self, t: f64, report: u64, hub: &mut Hub<'_>, rng: &mut SmallRng) -> Flight {
+        let (profile, timeout) = (self.profile, self.timeout);
+        self.attempts += 1;
+        let arrival = t + BASE_DELAY + profile.jitter * 2.0 * self.interval * rng.r#gen::<f64>();
+        let failed = |end| Flight {
+            sent: t,
+            end,
+            ok: false,
+        };
+        if self.bursts.covering(t).is_some() {
+            return failed(t + timeout);
+        }
+        if rng.r#gen::<f64>() < profile.loss {
+            return failed(t + 2.0 * BASE_DELAY);
+        }
+        if hub.restarts.covering(arrival).is_some() || rng.r#gen::<f64>() < profile.late_loss {
+            return failed(arrival + BASE_DELAY);
+        }
+        hub.in_flight.push(Reverse(Ordered(arrival, report)));
+        let answered = arrival + BASE_DELAY;
+        if answered - t > timeout {
+            failed(t + timeout)
+        } else {
+            Flight {
+                sent: t,
+                end: answered,
+                ok: true,
             }
         }
     }
@@ -155,10 +226,15 @@ pub fn live(
 ) -> Life {
     let interval = timing.interval;
     let schedule = timing.schedule.at(interval);
-    let timeout = schedule.timeout();
     let death = hours * 3600.0;
     let base = Instant::now();
-    let bursts = Windows::new(profile.burst, death, rng);
+    let mut agent = Agent {
+        profile,
+        interval,
+        timeout: schedule.timeout(),
+        bursts: Windows::new(profile.burst, death, rng),
+        attempts: 0,
+    };
     let stalls = Windows::new(profile.stalls, death, rng);
     let mut hub = Hub {
         base,
@@ -168,48 +244,50 @@ pub fn live(
         liveness: Liveness::new(base),
         false_unreachable: 0,
         accepted: 0,
+        refused_copies: 0,
+        last_report: 0,
         in_flight: BinaryHeap::new(),
         restarts: Windows::new(profile.hub_restart, death, rng),
         next_restart: 0,
     };
-    let mut attempts = 0u64;
-    let mut failures = 0u32;
+    let mut report = 0u64;
     let mut t = rng.r#gen::<f64>() * interval;
-    while t < death {
-        if let Some(end) = stalls.covering(t) {
-            t = end;
-            continue;
+    // One heartbeat per turn: its requests (retries and hedges) until one is answered.
+    while let Some((sent, answered)) = 'beat: {
+        let mut plan = Plan::new(schedule, timing.hedge);
+        let mut flying: Vec<Flight> = Vec::new();
+        let mut hedge = false;
+        loop {
+            if let Some(end) = stalls.covering(t) {
+                t = end;
+            }
+            if t >= death {
+                break 'beat None;
+            }
+            hub.deliver(t);
+            report += u64::from(!hedge);
+            flying.push(agent.send(t, report, &mut hub, rng));
+            plan.started(t);
+            // Wait for whichever comes first: an outcome, or the next request's time.
+            loop {
+                let first =
+                    (0..flying.len()).min_by(|a, b| flying[*a].end.total_cmp(&flying[*b].end));
+                if let Some(n) = plan.next()
+                    && first.is_none_or(|i| n.at < flying[i].end)
+                {
+                    (t, hedge) = (n.at.max(t), n.hedge);
+                    break;
+                }
+                let f =
+                    flying.swap_remove(first.expect("nothing in flight always plans a request"));
+                if f.ok {
+                    break 'beat Some((f.sent, f.end));
+                }
+                plan.failed(f.end, rng.r#gen());
+            }
         }
-        hub.deliver(t);
-        attempts += 1;
-        let sent = t;
-        let arrival = t + BASE_DELAY + profile.jitter * 2.0 * interval * rng.r#gen::<f64>();
-        let outcome = if bursts.covering(t).is_some() {
-            Err(t + timeout)
-        } else if rng.r#gen::<f64>() < profile.loss {
-            Err(t + 2.0 * BASE_DELAY)
-        } else if hub.restarts.covering(arrival).is_some() || rng.r#gen::<f64>() < profile.late_loss
-        {
-            Err(arrival + BASE_DELAY)
-        } else {
-            hub.in_flight.push(Reverse(Ordered(arrival)));
-            let answered = arrival + BASE_DELAY;
-            if answered - t > timeout {
-                Err(t + timeout)
-            } else {
-                Ok(answered)
-            }
-        };
-        match outcome {
-            Ok(answered) => {
-                failures = 0;
-                t = timing.pacing.next(sent, answered, interval);
-            }
-            Err(failed) => {
-                failures += 1;
-                t = failed + schedule.delay(failures, rng.r#gen());
-            }
-        }
+    } {
+        t = timing.pacing.next(sent, answered, interval);
     }
     // The cluster is cut off at its death: what it had in flight never arrives, and
     // restarts after it do not count.
@@ -223,13 +301,14 @@ pub fn live(
         detection: hub.verdict_tick() - death,
         hub_down_at_death,
         accepted: hub.accepted,
-        attempts,
+        refused_copies: hub.refused_copies,
+        attempts: agent.attempts,
     }
 }
 
-/// An `f64` arrival time with a total order (never NaN here).
+/// An arrival: its time (never NaN) and report number, ordered by time.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Ordered(f64);
+struct Ordered(f64, u64);
 
 impl Eq for Ordered {}
 
@@ -241,6 +320,6 @@ impl PartialOrd for Ordered {
 
 impl Ord for Ordered {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
     }
 }

@@ -1,10 +1,13 @@
 //! Which retry schedule the simulated agents follow: the agent's own
 //! [`RetrySchedule`] (optionally with another timeout or cap, to compare), or the
-//! schedule the agent had before it was chosen from these figures.
+//! schedule the agent had before it was chosen from these figures; with the agent's
+//! [`Attempts`] deciding when a heartbeat's next request goes out and whether it is a
+//! hedge.
 
 use std::time::Duration;
 
 use fleetpulse_agent::hub_client::RetrySchedule;
+use fleetpulse_agent::hub_client::attempts::{self, Attempts};
 
 /// A retry schedule for the simulated agents.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,6 +115,90 @@ impl Bound {
                 .min(base_max);
                 base * (1.0 + unit)
             }
+        }
+    }
+}
+
+/// One heartbeat's requests under a [`Bound`] schedule: the agent's [`Attempts`], or the
+/// legacy schedule (one request at a time, no hedges). Times are seconds.
+#[derive(Clone, Debug)]
+pub(super) enum Plan {
+    Agent(Attempts),
+    Legacy {
+        interval: f64,
+        failures: u32,
+        retry_at: f64,
+        in_flight: u32,
+    },
+}
+
+/// What the next request carries and when it goes out, seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Next {
+    pub at: f64,
+    pub hedge: bool,
+}
+
+fn secs(t: f64) -> Duration {
+    Duration::from_secs_f64(t.max(0.0))
+}
+
+impl Plan {
+    /// A heartbeat's plan: with hedges when `hedge` (the agent's schedule only).
+    pub(super) fn new(bound: Bound, hedge: bool) -> Self {
+        match bound {
+            Bound::Agent(s) if hedge => Plan::Agent(Attempts::new(s)),
+            Bound::Agent(s) => Plan::Agent(Attempts::with_limit(s, 1)),
+            Bound::Legacy { interval } => Plan::Legacy {
+                interval,
+                failures: 0,
+                retry_at: 0.0,
+                in_flight: 0,
+            },
+        }
+    }
+
+    pub(super) fn started(&mut self, at: f64) {
+        match self {
+            Plan::Agent(a) => a.started(secs(at)),
+            Plan::Legacy { in_flight, .. } => *in_flight += 1,
+        }
+    }
+
+    pub(super) fn failed(&mut self, at: f64, unit: f64) {
+        match self {
+            Plan::Agent(a) => a.failed(secs(at), unit),
+            Plan::Legacy {
+                interval,
+                failures,
+                retry_at,
+                in_flight,
+            } => {
+                *in_flight -= 1;
+                *failures += 1;
+                *retry_at = at
+                    + Bound::Legacy {
+                        interval: *interval,
+                    }
+                    .delay(*failures, unit);
+            }
+        }
+    }
+
+    pub(super) fn next(&self) -> Option<Next> {
+        match self {
+            Plan::Agent(a) => a.next().map(|n| Next {
+                at: n.at.as_secs_f64(),
+                hedge: n.send == attempts::Send::Hedge,
+            }),
+            Plan::Legacy {
+                retry_at,
+                in_flight,
+                ..
+            } => (*in_flight == 0).then_some(Next {
+                at: *retry_at,
+                hedge: false,
+            }),
         }
     }
 }

@@ -12,6 +12,7 @@ fn run(clusters: u32, hours: f64) -> Run {
         seed: 7,
         schedule: Schedule::default(),
         pacing: Pacing::default(),
+        hedge: true,
     }
 }
 

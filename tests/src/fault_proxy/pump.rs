@@ -26,6 +26,20 @@ enum End {
     Reset,
 }
 
+/// A connection's number and the proxy's wedge line: numbered below it, the connection
+/// is blackholed for good.
+#[derive(Clone, Debug)]
+pub(super) struct Wedge {
+    pub number: u64,
+    pub below: watch::Receiver<u64>,
+}
+
+impl Wedge {
+    fn wedged(&self) -> bool {
+        self.number < *self.below.borrow()
+    }
+}
+
 /// Closes `stream` with a TCP reset (no linger) rather than an orderly close.
 pub(super) fn reset(stream: TcpStream) {
     let _ = stream.set_zero_linger();
@@ -37,6 +51,7 @@ pub(super) async fn connection(
     client: TcpStream,
     server: TcpStream,
     faults: [watch::Receiver<Faults>; 2],
+    wedge: Wedge,
     counters: Arc<Counters>,
 ) {
     let _ = client.set_nodelay(true);
@@ -44,8 +59,8 @@ pub(super) async fn connection(
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let [to_upstream, to_client] = faults;
-    let up = direction(client_read, server_write, to_upstream, &counters);
-    let down = direction(server_read, client_write, to_client, &counters);
+    let up = direction(client_read, server_write, to_upstream, &wedge, &counters);
+    let down = direction(server_read, client_write, to_client, &wedge, &counters);
     tokio::pin!(up, down);
     let (first, up_ended) = tokio::select! {
         end = &mut up => (end, true),
@@ -67,6 +82,7 @@ async fn direction(
     mut from: OwnedReadHalf,
     to: OwnedWriteHalf,
     faults: watch::Receiver<Faults>,
+    wedge: &Wedge,
     counters: &Counters,
 ) -> End {
     let (queue, queued) = mpsc::channel::<(Instant, Vec<u8>)>(QUEUED_CHUNKS);
@@ -89,7 +105,7 @@ async fn direction(
                 let _ = from.as_ref().set_zero_linger();
                 return End::Reset;
             }
-            if f.blackhole {
+            if f.blackhole || wedge.wedged() {
                 counters.blackholed.fetch_add(1, Ordering::Relaxed);
                 continue;
             }

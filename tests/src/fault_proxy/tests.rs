@@ -76,6 +76,22 @@ async fn a_blackhole_answers_nothing_and_switching_it_off_lets_new_traffic_throu
 }
 
 #[tokio::test]
+async fn a_wedged_connection_stays_silent_while_a_new_one_is_served() {
+    let proxy = FaultProxy::start(echo().await).await.unwrap();
+    let mut old = TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(round_trip(&mut old, b"a").await.unwrap(), b"a");
+    proxy.wedge_open_connections();
+    let mut new = TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(round_trip(&mut new, b"b").await.unwrap(), b"b");
+    let silent = tokio::time::timeout(Duration::from_millis(500), round_trip(&mut old, b"c")).await;
+    assert!(
+        silent.is_err(),
+        "the connection open at the wedge answers nothing"
+    );
+    assert_eq!(round_trip(&mut new, b"d").await.unwrap(), b"d");
+}
+
+#[tokio::test]
 async fn reset_and_drop_fail_the_connection_and_count_it() {
     let proxy = FaultProxy::start(echo().await).await.unwrap();
     let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
