@@ -106,6 +106,7 @@ async fn a_short_soak_has_no_false_verdict_and_detects_every_blackhole() -> anyh
             blackhole_every: Duration::from_secs(10),
             delay: DELAY,
             drop: 0.05,
+            wedge_every: Some(Duration::from_secs(7)),
         },
     )
     .await?;
@@ -113,6 +114,7 @@ async fn a_short_soak_has_no_false_verdict_and_detects_every_blackhole() -> anyh
     assert_eq!(report.false_unreachable, 0, "{report}");
     assert_eq!(report.missed, 0, "{report}");
     assert!(!report.detections.is_empty(), "{report}");
+    assert!(report.wedges >= 2, "{report}");
     assert!(
         report
             .detections

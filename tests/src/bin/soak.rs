@@ -9,7 +9,8 @@ use fleetpulse_tests::fault_proxy::soak::{self, SoakSettings};
 
 /// Runs `fleetpulse-hub serve` and one `fleetpulse-agent run` per cluster, each agent
 /// behind its own loopback proxy that delays with jitter and fails a share of requests,
-/// and blackholes one cluster at a time now and then. Reports false unreachable verdicts
+/// and blackholes one cluster at a time now and then (and, between, wedges one cluster's
+/// open connections, which must cost no verdict). Reports false unreachable verdicts
 /// and how fast each blackhole was detected. Build the workspace first; the binaries are
 /// taken from beside this one.
 #[derive(Parser, Debug)]
@@ -36,6 +37,21 @@ struct Args {
     /// Percent of requests that fail (their connection is reset).
     #[arg(long, env = "SOAK_FAIL_PERCENT", default_value_t = 5.0)]
     fail_percent: f64,
+    /// Time between wedges of one cluster's open connections (they die silently; new
+    /// ones get through), same format as --duration, or `off`.
+    #[arg(long, env = "SOAK_WEDGE_EVERY", default_value = "1m", value_parser = parse_optional_duration)]
+    wedge_every: Every,
+}
+
+/// A period, or `off`.
+#[derive(Clone, Copy, Debug)]
+struct Every(Option<Duration>);
+
+fn parse_optional_duration(s: &str) -> Result<Every, String> {
+    if s == "off" {
+        return Ok(Every(None));
+    }
+    parse_duration(s).map(|d| Every(Some(d)))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -77,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
             blackhole_every: args.blackhole_every,
             delay: Duration::from_millis(args.delay_ms),
             drop: args.fail_percent / 100.0,
+            wedge_every: args.wedge_every.0,
         },
     )
     .await?;
@@ -96,5 +113,10 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert!(parse_duration("2d").is_err());
         assert!(parse_duration("25h").is_err());
+        let defaults = Args::try_parse_from(["soak"]).unwrap();
+        assert_eq!(defaults.wedge_every.0, Some(Duration::from_secs(60)));
+        let off = Args::try_parse_from(["soak", "--wedge-every", "off"]).unwrap();
+        assert_eq!(off.wedge_every.0, None);
+        assert!(Args::try_parse_from(["soak", "--wedge-every", "never"]).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! The soak behind the `soak` binary (and its short run in CI): a [`FaultyFleet`] under
 //! jitter and failed requests for a fixed duration, with one cluster blackholed at a time
-//! at intervals; counts false verdicts and measures the detection of each blackhole.
+//! at intervals and, between them, one cluster's kept connections wedged (they die
+//! silently, which must cost no verdict); counts false verdicts and measures the
+//! detection of each blackhole.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,8 @@ pub struct SoakSettings {
     pub delay: Duration,
     /// Share of requests (chunks to the hub) that fail.
     pub drop: f64,
+    /// Time between wedges of one cluster's open connections (`None`: no wedges).
+    pub wedge_every: Option<Duration>,
 }
 
 /// What a soak measured.
@@ -42,6 +46,8 @@ pub struct SoakReport {
     pub detections: Vec<f64>,
     /// Blackholes not detected within grace + 10 s.
     pub missed: usize,
+    /// Times one cluster's open connections were wedged.
+    pub wedges: usize,
     /// Connections reset by the injected failures.
     pub resets: u64,
     /// Connections the agents opened.
@@ -61,12 +67,13 @@ impl std::fmt::Display for SoakReport {
         write!(
             f,
             "soak seconds={:.0} clusters={} false_unreachable={} blackholes={} missed={} \
-             detect_p50_s={:.1} detect_max_s={:.1} resets={} connections={} chunks_forwarded={}",
+             wedges={} detect_p50_s={:.1} detect_max_s={:.1} resets={} connections={} chunks_forwarded={}",
             self.seconds,
             self.clusters,
             self.false_unreachable,
             self.detections.len(),
             self.missed,
+            self.wedges,
             q(0.5),
             q(1.0),
             self.resets,
@@ -92,7 +99,16 @@ pub async fn run(bins: &Binaries, s: SoakSettings) -> anyhow::Result<SoakReport>
     };
     let mut injected = 0usize;
     let mut next_blackhole = start + s.blackhole_every;
+    let mut next_wedge = s.wedge_every.map(|every| start + every);
     while start.elapsed() < s.duration {
+        if let Some(at) = next_wedge
+            && Instant::now() >= at
+        {
+            let victim = rand::thread_rng().gen_range(0..s.clusters);
+            fleet.proxy(victim).wedge_open_connections();
+            report.wedges += 1;
+            next_wedge = s.wedge_every.map(|every| Instant::now() + every);
+        }
         if Instant::now() >= next_blackhole {
             let victim = rand::thread_rng().gen_range(0..s.clusters);
             let blackholed = Instant::now();
