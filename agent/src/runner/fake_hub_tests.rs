@@ -39,7 +39,20 @@ struct Script {
     key: VerifyingKey,
     replies: VecDeque<Reply>,
     seen: Vec<(Instant, HeartbeatReport)>,
+    /// Seqs of the heartbeats sent as hedges (over the other connection).
+    beside: Vec<u64>,
     rotations: u32,
+}
+
+impl Script {
+    /// The report a heartbeat carries, verified with the current key.
+    fn report_of(&self, jws: &str) -> HeartbeatReport {
+        let payload = jws::parse(jws, TYP_HEARTBEAT)
+            .unwrap()
+            .verify(&self.key)
+            .unwrap();
+        serde_json::from_slice(&payload).unwrap()
+    }
 }
 
 #[derive(Clone)]
@@ -52,14 +65,23 @@ impl FakeHub {
 }
 
 impl HubClient for FakeHub {
+    async fn send_heartbeat_beside(
+        &self,
+        jws: String,
+        timeout: Duration,
+    ) -> Result<HeartbeatAnswer, HubError> {
+        {
+            let mut script = self.0.lock().unwrap();
+            let seq = script.report_of(&jws).seq;
+            script.beside.push(seq);
+        }
+        self.send_heartbeat(jws, timeout).await
+    }
+
     async fn send_heartbeat(&self, jws: String, _: Duration) -> Result<HeartbeatAnswer, HubError> {
         let reply = {
             let mut script = self.0.lock().unwrap();
-            let payload = jws::parse(&jws, TYP_HEARTBEAT)
-                .unwrap()
-                .verify(&script.key)
-                .unwrap();
-            let report: HeartbeatReport = serde_json::from_slice(&payload).unwrap();
+            let report = script.report_of(&jws);
             script.seen.push((Instant::now(), report.clone()));
             let reply = script.replies.pop_front().unwrap_or(Reply::Accept);
             (reply, report)
@@ -126,6 +148,7 @@ fn fake_hub(key: &ed25519_dalek::SigningKey, replies: impl IntoIterator<Item = R
         key: key.verifying_key(),
         replies: replies.into_iter().collect(),
         seen: Vec::new(),
+        beside: Vec::new(),
         rotations: 0,
     })))
 }
@@ -281,6 +304,11 @@ async fn an_unanswered_retry_is_hedged_with_the_same_report_and_the_first_answer
         "the unanswered retry's report, sent again beside it"
     );
     assert_eq!(
+        hub.0.lock().unwrap().beside,
+        [2],
+        "only the hedge, over the other connection"
+    );
+    assert_eq!(
         seen[3],
         (3, retry + hedge_after + Duration::from_secs(10)),
         "paced from the copy that was answered, and nothing sent in between"
@@ -348,6 +376,7 @@ async fn asked_by_the_hub_the_agent_rotates_between_heartbeats_and_signs_with_th
             .into_iter()
             .collect(),
         seen: Vec::new(),
+        beside: Vec::new(),
         rotations: 0,
     })));
     let mut opts = AgentOptions::new(

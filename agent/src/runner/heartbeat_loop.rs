@@ -137,7 +137,8 @@ impl<H: HubClient> Agent<H> {
         let origin = Instant::now();
         let mut plan = Attempts::new(retry_backoff(self.interval));
         let mut flying = FuturesUnordered::new();
-        let mut newest: Option<(Arc<str>, Position)> = None;
+        // The newest report signed, kept for a hedge: each request takes a copy.
+        let mut newest: Option<(String, Position)> = None;
         let mut send = Send::NewReport;
         let mut restarted = false;
         loop {
@@ -155,8 +156,9 @@ impl<H: HubClient> Agent<H> {
                         seq: report.seq,
                     };
                     self.status.send_modify(|s| s.last_sent = Some(sent));
-                    let jws: Arc<str> = sign_report(&self.key, &report).into();
-                    newest.insert((jws, sent)).clone()
+                    newest
+                        .insert((sign_report(&self.key, &report), sent))
+                        .clone()
                 }
             };
             if send == Send::Hedge {
@@ -169,8 +171,8 @@ impl<H: HubClient> Agent<H> {
                 // The round trip on the real clock, even where tests pause tokio's.
                 let started = std::time::Instant::now();
                 let result = match send {
-                    Send::NewReport => hub.send_heartbeat(jws.to_string(), timeout).await,
-                    Send::Hedge => hub.send_heartbeat_beside(jws.to_string(), timeout).await,
+                    Send::NewReport => hub.send_heartbeat(jws, timeout).await,
+                    Send::Hedge => hub.send_heartbeat_beside(jws, timeout).await,
                 };
                 (result, sent, sent_at, started.elapsed())
             });

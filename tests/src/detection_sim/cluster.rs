@@ -144,9 +144,7 @@ impl Hub<'_> {
                     self.liveness = Liveness::new(self.at(up));
                 }
                 (Some(r), _) => {
-                    let Some(Reverse(Ordered(_, report))) = self.in_flight.pop() else {
-                        break;
-                    };
+                    let Reverse(Ordered(_, report)) = self.in_flight.pop().expect("peeked");
                     if report <= self.last_report {
                         // A hedge's second copy, or a report overtaken by a later one:
                         // refused, it changes nothing.
