@@ -76,7 +76,7 @@ async fn a_lua_check_reads_custom_resources_found_through_discovery() {
             .await
             .unwrap();
     }
-    let check = LuaCheck {
+    let check = std::sync::Arc::new(LuaCheck {
         name: "error-rate".into(),
         script: Script::Condition("function evaluate() local v = tonumber(ctx.metric.status.value) return {healthy = v < 0.05, message = tostring(v)} end".into()),
         selectors: vec![ResourceSelector {
@@ -89,7 +89,7 @@ async fn a_lua_check_reads_custom_resources_found_through_discovery() {
             ..Default::default()
         }],
         deadline: None,
-    };
+    });
     let reader = KubeReader::new(client);
     for (cluster, passing, message) in [("edge-1", true, "0.01"), ("edge-2", false, "0.9")] {
         let meta = ObjectMeta {
@@ -97,13 +97,8 @@ async fn a_lua_check_reads_custom_resources_found_through_discovery() {
             namespace: Some("fleet".into()),
             ..Default::default()
         };
-        let out = lua_check::run_batch(
-            &reader,
-            &meta,
-            std::slice::from_ref(&check),
-            LuaLimits::default(),
-        )
-        .await;
+        let checks = vec![check.clone()];
+        let out = lua_check::run_batch(&reader, &meta, checks, LuaLimits::default()).await;
         assert_eq!(
             (out[0].passing, out[0].message.as_str()),
             (passing, message),

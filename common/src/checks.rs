@@ -2,12 +2,13 @@
 //! MemberCluster in selector names and namespaces ([`template`]), the Kubernetes
 //! label-selector string form and Sveltos label filters ([`labels`]), resolving a
 //! `ResourceSelector` into a query that picks objects ([`query`]), Sveltos' CEL filter
-//! ([`cel`]), Lua checks in shared rounds ([`lua_batch`]), and a check's verdict over time
-//! ([`timing`]).
+//! ([`cel`]), Lua checks in shared rounds ([`lua_batch`]), the typed check the engines
+//! run ([`model`]), and a check's verdict over time ([`timing`]).
 
 pub mod cel;
 pub mod labels;
 pub mod lua_batch;
+pub mod model;
 pub mod query;
 pub mod template;
 pub mod timing;

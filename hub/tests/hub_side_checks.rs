@@ -113,6 +113,16 @@ fn three_rounds(
     clusters: Vec<MemberCluster>,
     hub_objects: Vec<serde_json::Value>,
 ) -> Vec<MemberCluster> {
+    let (mcs, problems) = three_rounds_with_problems(clusters, hub_objects);
+    assert!(problems.is_empty(), "{problems:?}");
+    mcs
+}
+
+/// [`three_rounds`], also returning the problems loading the objects found.
+fn three_rounds_with_problems(
+    clusters: Vec<MemberCluster>,
+    hub_objects: Vec<serde_json::Value>,
+) -> (Vec<MemberCluster>, Vec<String>) {
     let fleet = testing::fleet_in_memory(Settings::default());
     let (t0, w0) = (Instant::now(), Timestamp::now());
     let ids: Vec<ClusterId> = clusters
@@ -124,7 +134,7 @@ fn three_rounds(
         hub_objects,
         ..Default::default()
     };
-    assert!(fleet.reload(objects, t0, w0).is_empty());
+    let problems = fleet.reload(objects, t0, w0);
     for seq in 1..=3u64 {
         let (now, wall) = (
             t0 + Duration::from_secs(seq),
@@ -147,7 +157,7 @@ fn three_rounds(
             fleet.accept(&admitted, now, wall).unwrap();
         }
     }
-    fleet.member_clusters()
+    (fleet.member_clusters(), problems)
 }
 
 #[test]
@@ -182,4 +192,36 @@ fn a_hub_side_check_reads_only_its_clusters_namespace_and_one_naming_another_fai
         !message.contains("0.01"),
         "nothing of payments is quoted: {message}"
     );
+}
+
+/// A hub-side check that also reads the managed cluster cannot run anywhere (the API
+/// server's schema does not say so): it fails on the hub, saying why, and never passes by
+/// being skipped.
+#[test]
+fn a_hub_side_check_that_does_not_parse_fails_saying_why() {
+    let mut mc = cluster("edge-1");
+    let selectors = &mut mc.spec.liveness_checks[0].resource_selectors;
+    let mut pods = selectors[0].clone();
+    (pods.group, pods.kind, pods.from_hub) = (String::new(), "Pod".into(), false);
+    selectors.push(pods);
+    let (mcs, problems) = three_rounds_with_problems(vec![mc], vec![metric("edge-1", "0.01")]);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("hub-side check error-rate.resourceSelectors")),
+        "{problems:?}"
+    );
+    let status = mcs[0].status.as_ref().unwrap();
+    let (passing, message) = error_rate(status);
+    assert!(!passing, "{message}");
+    assert!(
+        message.starts_with("not run: the check cannot be read") && message.contains("split it"),
+        "{message}"
+    );
+    let healthy = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == HEALTHY)
+        .unwrap();
+    assert_eq!(Status::parse(&healthy.status), Status::False);
 }

@@ -24,8 +24,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use fleetpulse_common::api::ClusterCheck;
 use fleetpulse_common::checks::lua_batch::CheckRun;
+use fleetpulse_common::checks::model::{Check, Kind};
 use fleetpulse_common::lua::LuaLimits;
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
@@ -132,34 +132,35 @@ impl ChecksSource for CheckEngine {
     }
 
     fn apply_config(&self, config: &AgentConfig) {
-        self.shared.state.lock().apply(config, Instant::now());
-        self.shared.sync_pod_checks(config);
+        let checks: Vec<Arc<Check>> = {
+            let mut state = self.shared.state.lock();
+            state.apply(config, Instant::now(), Timestamp::now());
+            state.checks().cloned().collect()
+        };
+        self.shared.sync_pod_checks(&checks);
         self.shared.changed.notify_one();
     }
 }
 
-fn timeout(check: &ClusterCheck) -> Duration {
-    Duration::from_secs(check.timeout_seconds.unwrap_or(5).into())
+/// How long a probe may take: its `timeoutSeconds`, else 5 s.
+fn timeout(check: &Check) -> Duration {
+    check.timing.timeout.unwrap_or(Duration::from_secs(5))
 }
 
 /// Runs one non-Lua check once; an HTTP probe reads its headers' Secrets from `secrets`.
-pub async fn run_one(
-    reader: &Reader,
-    secrets: &probe::SecretSource,
-    check: &ClusterCheck,
-) -> RunOutcome {
-    if let Some(p) = &check.http {
-        probe::run_http_with(p, secrets, timeout(check)).await
-    } else if let Some(p) = &check.tcp {
-        probe::run_tcp(p, timeout(check)).await
-    } else if let Some(c) = &check.ready_nodes {
-        builtin::ready_nodes(reader, c).await
-    } else if let Some(c) = &check.ready_pods {
-        builtin::ready_pods(reader, c).await
-    } else if check.pod.is_some() {
-        RunOutcome::fail("pod checks run only in the engine, against a live cluster")
-    } else {
-        RunOutcome::fail(format!("check {} sets no kind it can run", check.name))
+pub async fn run_one(reader: &Reader, secrets: &probe::SecretSource, check: &Check) -> RunOutcome {
+    match &check.kind {
+        Kind::Http(p) => probe::run_http_with(p, secrets, timeout(check)).await,
+        Kind::Tcp(p) => probe::run_tcp(p, timeout(check)).await,
+        Kind::ReadyNodes(c) => builtin::ready_nodes(reader, c).await,
+        Kind::ReadyPods(c) => builtin::ready_pods(reader, c).await,
+        Kind::Pod(_) => {
+            RunOutcome::fail("pod checks run only in the engine, against a live cluster")
+        }
+        Kind::Lua(_) => RunOutcome::fail(format!(
+            "check {} is a Lua check: it runs in a Lua round",
+            check.name
+        )),
     }
 }
 

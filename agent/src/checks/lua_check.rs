@@ -2,6 +2,7 @@
 //! once from the cluster's API, then evaluated on a blocking thread (Lua is CPU work).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -19,28 +20,27 @@ use super::resources::ResourceReader;
 pub async fn run_batch(
     reader: &impl ResourceReader,
     cluster: &ObjectMeta,
-    checks: &[LuaCheck],
+    checks: Vec<Arc<LuaCheck>>,
     limits: LuaLimits,
 ) -> Vec<RunOutcome> {
-    let (runs, _) = run_each(reader, cluster, checks.to_vec(), limits, |_, _| {}).await;
+    let batch = Batch::plan(checks, cluster);
+    let (runs, _) = run_each(reader, batch, limits, |_, _| {}).await;
     runs.into_iter().map(|run| run.outcome).collect()
 }
 
-/// Runs `checks` as one round and calls `each` with every check's run as soon as it ends
+/// Runs `batch` as one round and calls `each` with every check's run as soon as it ends
 /// (on the round's thread), exactly once per check, also if the round panics. Returns
 /// every run, in order, and the bytes the round's Lua state held after evaluating.
 pub async fn run_each(
     reader: &impl ResourceReader,
-    cluster: &ObjectMeta,
-    checks: Vec<LuaCheck>,
+    batch: Batch,
     limits: LuaLimits,
     mut each: impl FnMut(usize, &CheckRun) + Send + 'static,
 ) -> (Vec<CheckRun>, usize) {
-    if checks.is_empty() {
+    let count = batch.len();
+    if count == 0 {
         return (Vec::new(), 0);
     }
-    let count = checks.len();
-    let batch = Batch::plan(checks, cluster);
     let mut listed: Vec<Result<Vec<Value>, String>> = Vec::with_capacity(batch.queries().len());
     for query in batch.queries() {
         listed.push(reader.list(query).await.map_err(|e| e.to_string()));

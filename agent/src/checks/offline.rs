@@ -3,14 +3,18 @@
 //! Lua checks and built-ins are evaluated; probes and pod checks need the live cluster and
 //! are reported as not evaluated.
 
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
-use fleetpulse_common::api::{ClusterCheck, MemberCluster};
+use fleetpulse_common::api::CheckPhase;
+use fleetpulse_common::checks::model::{Check, Kind};
 use fleetpulse_common::lua::LuaLimits;
 
 use super::engine::run_one;
-use super::lua_check::{self, LuaCheck};
+use super::lua_check;
 use super::probe::SecretSource;
 use super::resources::{Reader, StaticReader};
 
@@ -27,37 +31,38 @@ pub struct Evaluated {
     pub message: String,
 }
 
-/// Evaluates every check of `cluster` once against `objects`.
+/// Evaluates `checks` (of the MemberCluster whose metadata is `cluster`) once against
+/// `objects`.
 pub async fn evaluate(
-    cluster: &MemberCluster,
+    cluster: &ObjectMeta,
+    checks: &[Check],
     objects: Vec<Value>,
     limits: LuaLimits,
 ) -> Vec<Evaluated> {
     let reader = Reader::Static(StaticReader::new(objects));
-    let checks: Vec<(&'static str, &ClusterCheck)> = cluster
-        .spec
-        .readiness_checks
-        .iter()
-        .map(|c| ("readiness", c))
-        .chain(cluster.spec.liveness_checks.iter().map(|c| ("liveness", c)))
-        .collect();
-    let lua: Vec<LuaCheck> = checks.iter().filter_map(|(_, c)| LuaCheck::of(c)).collect();
-    let mut lua_outcomes = lua_check::run_batch(&reader, &cluster.metadata, &lua, limits)
+    let lua: Vec<Arc<_>> = checks.iter().filter_map(|c| c.lua().cloned()).collect();
+    let mut lua_outcomes = lua_check::run_batch(&reader, cluster, lua, limits)
         .await
         .into_iter();
     let mut results = Vec::with_capacity(checks.len());
-    for (list, check) in checks {
-        let (passing, message) = if check.is_lua() {
-            let o = lua_outcomes.next().expect("one outcome per Lua check");
-            (Some(o.passing), o.message)
-        } else if check.ready_nodes.is_some() || check.ready_pods.is_some() {
-            let o = run_one(&reader, &SecretSource::none(), check).await;
-            (Some(o.passing), o.message)
-        } else {
-            (
+    for check in checks {
+        let (passing, message) = match check.kind {
+            Kind::Lua(_) => {
+                let o = lua_outcomes.next().expect("one outcome per Lua check");
+                (Some(o.passing), o.message)
+            }
+            Kind::ReadyNodes(_) | Kind::ReadyPods(_) => {
+                let o = run_one(&reader, &SecretSource::none(), check).await;
+                (Some(o.passing), o.message)
+            }
+            Kind::Pod(_) | Kind::Http(_) | Kind::Tcp(_) => (
                 None,
                 "not evaluated offline: needs the live cluster".to_owned(),
-            )
+            ),
+        };
+        let list = match check.phase {
+            CheckPhase::Readiness => "readiness",
+            CheckPhase::Liveness => "liveness",
         };
         results.push(Evaluated {
             name: check.name.clone(),

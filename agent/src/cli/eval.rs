@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use fleetpulse_common::api::MemberCluster;
+use fleetpulse_common::api::schema::check_object;
+use fleetpulse_common::checks::model::Check;
 use fleetpulse_common::lua::LuaLimits;
 
 use crate::checks::offline::{self, Evaluated};
@@ -38,14 +40,15 @@ pub enum Output {
 
 /// Runs `eval`, printing results, and returns the exit status.
 pub async fn run(args: EvalArgs) -> i32 {
-    let (cluster, objects) = match load(&args.cluster, &args.resources) {
+    let (cluster, checks, objects) = match load(&args.cluster, &args.resources) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
-    let results = offline::evaluate(&cluster, objects, LuaLimits::default()).await;
+    let limits = LuaLimits::default();
+    let results = offline::evaluate(&cluster.metadata, &checks, objects, limits).await;
     match args.output {
         Output::Json => println!("{}", serde_json::json!({ "checks": results })),
         Output::Table => print!("{}", table(&results)),
@@ -57,7 +60,10 @@ pub async fn run(args: EvalArgs) -> i32 {
     }
 }
 
-fn load(cluster: &Path, resources: &Path) -> Result<(MemberCluster, Vec<Value>), String> {
+/// The MemberCluster, its checks (parsed as the hub parses them) and the objects.
+type Loaded = (MemberCluster, Vec<Check>, Vec<Value>);
+
+fn load(cluster: &Path, resources: &Path) -> Result<Loaded, String> {
     let docs = documents(cluster)?;
     let [doc] = docs.as_slice() else {
         return Err(format!(
@@ -66,12 +72,20 @@ fn load(cluster: &Path, resources: &Path) -> Result<(MemberCluster, Vec<Value>),
             docs.len()
         ));
     };
+    if let Err(problems) = check_object("MemberCluster", doc) {
+        let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "{}: the MemberCluster does not match its schema (the hub would refuse it): {}",
+            cluster.display(),
+            listed.join("; ")
+        ));
+    }
     let mut mc: MemberCluster = serde_json::from_value(doc.clone())
         .map_err(|e| format!("{}: not a MemberCluster: {e}", cluster.display()))?;
     mc.metadata
         .namespace
         .get_or_insert_with(|| "default".into());
-    mc.spec.validate().map_err(|e| {
+    let checks = mc.spec.checks().map_err(|e| {
         format!(
             "{}: MemberCluster {}: {e}",
             cluster.display(),
@@ -87,7 +101,7 @@ fn load(cluster: &Path, resources: &Path) -> Result<(MemberCluster, Vec<Value>),
             _ => objects.push(doc),
         }
     }
-    Ok((mc, objects))
+    Ok((mc, checks, objects))
 }
 
 /// Every non-empty YAML (or JSON) document of a file.

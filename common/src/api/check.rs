@@ -4,8 +4,9 @@
 //! Exactly one kind is set per check: Lua over resources (`condition`, optionally with
 //! `resourceSelectors`), an Argo CD health script over resources (`healthScript`), `pod`,
 //! `http`, `tcp`, `readyNodes` or `readyPods`. The local API
-//! server's `/readyz` is always checked and needs no entry. This module holds the types;
-//! the agent's check engine runs them.
+//! server's `/readyz` is always checked and needs no entry. This module holds the types as
+//! manifests and configs carry them; [`crate::checks::model`] parses each into the typed
+//! check the engines run.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -120,12 +121,8 @@ impl ClusterCheck {
     /// Whether the hub evaluates this check: a Lua check whose selectors read the hub's
     /// objects (`fromHub`), e.g. per-cluster KeptnMetric objects kept centrally.
     pub fn reads_hub(&self) -> bool {
-        self.is_lua() && self.resource_selectors.iter().any(|s| s.from_hub)
-    }
-
-    /// Whether this is a Lua check over resources (`condition` or `healthScript`).
-    pub fn is_lua(&self) -> bool {
-        self.condition.is_some() || self.health_script.is_some()
+        let lua = self.condition.is_some() || self.health_script.is_some();
+        lua && self.resource_selectors.iter().any(|s| s.from_hub)
     }
 
     /// The kinds this check sets (valid checks set exactly one).

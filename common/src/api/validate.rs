@@ -1,10 +1,10 @@
 //! Client-side validation: the rules the CRD schema states, applied where no API server
-//! enforces them (the embedded hub reading manifests from a directory). Each error names
-//! the field and says how to fix it.
+//! enforces them (the embedded hub reading manifests from a directory, `eval`). A spec's
+//! checks are validated by parsing them ([`Check::parse_lists`]). Each error names the
+//! field and says how to fix it.
 
-use std::collections::HashSet;
-
-use super::{ClusterCheck, HealthPolicySpec, MemberClusterSpec, SetSpec};
+use super::{HealthPolicySpec, MemberClusterSpec, SetSpec};
+use crate::checks::model::Check;
 use crate::protocol::keys;
 
 /// A spec that breaks a rule of the schema.
@@ -27,6 +27,11 @@ fn err(field: impl Into<String>, problem: impl Into<String>) -> ValidationError 
 impl MemberClusterSpec {
     /// Checks the rules of the MemberCluster schema.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        self.checks().map(drop)
+    }
+
+    /// Checks the rules of the MemberCluster schema, and returns its checks, parsed.
+    pub fn checks(&self) -> Result<Vec<Check>, ValidationError> {
         let hb = &self.heartbeat;
         if !(1..=3600).contains(&hb.interval_seconds) {
             return Err(err(
@@ -64,14 +69,14 @@ impl MemberClusterSpec {
                 .validate()
                 .map_err(|problem| err(format!("spec.mirrors[{i}].taintEffect"), problem))?;
         }
-        validate_checks(&self.readiness_checks, &self.liveness_checks)
+        Check::parse_lists(&self.readiness_checks, &self.liveness_checks)
     }
 }
 
 impl HealthPolicySpec {
     /// Checks the rules of the HealthPolicy schema.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        validate_checks(&self.readiness_checks, &self.liveness_checks)
+        Check::parse_lists(&self.readiness_checks, &self.liveness_checks).map(drop)
     }
 }
 
@@ -85,123 +90,10 @@ impl SetSpec {
     }
 }
 
-fn validate_checks(
-    readiness: &[ClusterCheck],
-    liveness: &[ClusterCheck],
-) -> Result<(), ValidationError> {
-    let mut names = HashSet::new();
-    let all = readiness
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.readinessChecks[{i}]"), c))
-        .chain(
-            liveness
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (format!("spec.livenessChecks[{i}]"), c)),
-        );
-    for (path, check) in all {
-        check.validate(&path)?;
-        if !names.insert(check.name.as_str()) {
-            return Err(err(
-                format!("{path}.name"),
-                format!(
-                    "check name {:?} is used twice; names must be unique",
-                    check.name
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-impl ClusterCheck {
-    /// Checks one check entry; `path` prefixes field names in errors.
-    pub fn validate(&self, path: &str) -> Result<(), ValidationError> {
-        let valid_name = !self.name.is_empty()
-            && self.name.len() <= 63
-            && self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !self.name.starts_with('-')
-            && !self.name.ends_with('-');
-        if !valid_name {
-            return Err(err(
-                format!("{path}.name"),
-                format!(
-                    "{:?} is not a DNS label (lowercase letters, digits, '-')",
-                    self.name
-                ),
-            ));
-        }
-        let kinds = self.kinds();
-        if kinds.len() != 1 {
-            return Err(err(
-                path,
-                format!(
-                    "set exactly one check kind: condition (Lua), healthScript (Argo CD), pod, \
-                     http, tcp, readyNodes or readyPods (found {})",
-                    kinds.len()
-                ),
-            ));
-        }
-        if self.reads_hub() && self.resource_selectors.iter().any(|s| !s.from_hub) {
-            return Err(err(
-                format!("{path}.resourceSelectors"),
-                "a check reads either the hub (fromHub: true) or the managed cluster; split it into two checks",
-            ));
-        }
-        if self.health_script.is_some() && self.resource_selectors.is_empty() {
-            return Err(err(
-                format!("{path}.resourceSelectors"),
-                "a healthScript check runs its script for every selected object; add resourceSelectors naming the objects (e.g. group, version and kind)",
-            ));
-        }
-        for (i, selector) in self.resource_selectors.iter().enumerate() {
-            let at = format!("{path}.resourceSelectors[{i}]");
-            if let Some(spec) = &selector.selector {
-                crate::checks::labels::LabelQuery::of(spec)
-                    .map_err(|e| err(format!("{at}.selector"), e.to_string()))?;
-            }
-            for (j, rule) in selector.evaluate_cel.iter().enumerate() {
-                crate::checks::cel::compile(rule)
-                    .map_err(|e| err(format!("{at}.evaluateCEL[{j}].rule"), e.to_string()))?;
-            }
-        }
-        if let Some(http) = &self.http {
-            for (i, header) in http.http_headers.iter().enumerate() {
-                if header.value.is_some() == header.value_from.is_some() {
-                    return Err(err(
-                        format!("{path}.http.httpHeaders[{i}]"),
-                        format!(
-                            "header {:?}: set exactly one of value and valueFrom.secretKeyRef \
-                             (a Secret of the managed cluster, for credentials)",
-                            header.name
-                        ),
-                    ));
-                }
-            }
-        }
-        if self.for_.is_some() && self.duration.is_some() {
-            return Err(err(
-                path,
-                "`for` and `duration` mean the same; set only one",
-            ));
-        }
-        for (field, value) in [("for", &self.for_), ("duration", &self.duration)] {
-            if let Some(v) = value {
-                crate::duration::parse(v).map_err(|e| err(format!("{path}.{field}"), e))?;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::HeartbeatSpec;
+    use crate::api::{ClusterCheck, HeartbeatSpec};
 
     #[test]
     fn grace_not_longer_than_interval_is_rejected_with_the_fix() {
@@ -232,71 +124,6 @@ mod tests {
         };
         let e = spec.validate().unwrap_err();
         assert_eq!(e.field, "spec.livenessChecks[0]");
-    }
-
-    #[test]
-    fn a_bad_label_selector_or_cel_rule_names_its_field() {
-        let mut check: ClusterCheck = serde_json::from_value(serde_json::json!({
-            "name": "pods",
-            "condition": "function evaluate() return { pass = true } end",
-            "resourceSelectors": [{ "version": "v1", "kind": "Pod",
-                "selector": { "matchExpressions": [{ "key": "app", "operator": "Is", "values": ["x"] }] } }]
-        }))
-        .unwrap();
-        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
-        assert_eq!(
-            e.field,
-            "spec.livenessChecks[0].resourceSelectors[0].selector"
-        );
-        check.resource_selectors[0].selector = Some("app=web".into());
-        check.resource_selectors[0].evaluate_cel = vec![crate::api::CelRule {
-            name: "broken".into(),
-            rule: "resource.status ==".into(),
-        }];
-        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
-        assert_eq!(
-            e.field,
-            "spec.livenessChecks[0].resourceSelectors[0].evaluateCEL[0].rule"
-        );
-    }
-
-    #[test]
-    fn a_header_needs_exactly_one_of_value_and_value_from() {
-        let mut header = crate::api::HttpHeader::from_secret("Authorization", "probe", "token");
-        let mut check = ClusterCheck {
-            name: "api".into(),
-            http: Some(crate::api::HttpProbe {
-                url: Some("https://api.test/".into()),
-                http_headers: vec![header.clone()],
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert_eq!(check.validate("spec.livenessChecks[0]"), Ok(()));
-        header.value = Some("Bearer x".into());
-        check.http.as_mut().unwrap().http_headers = vec![header.clone()];
-        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
-        assert_eq!(e.field, "spec.livenessChecks[0].http.httpHeaders[0]");
-        assert!(
-            e.problem.contains("exactly one of value and valueFrom"),
-            "{}",
-            e.problem
-        );
-        header.value_from = None;
-        header.value = None;
-        check.http.as_mut().unwrap().http_headers = vec![header];
-        assert!(check.validate("spec.livenessChecks[0]").is_err());
-    }
-
-    #[test]
-    fn a_health_script_without_selectors_is_rejected() {
-        let check = ClusterCheck {
-            name: "certs".into(),
-            health_script: Some("hs = { status = 'Healthy' } return hs".into()),
-            ..Default::default()
-        };
-        let e = check.validate("spec.livenessChecks[0]").unwrap_err();
-        assert_eq!(e.field, "spec.livenessChecks[0].resourceSelectors");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! ends.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,7 +18,7 @@ use serde_json::Value;
 use super::RunOutcome;
 use super::cel::CelFilter;
 use super::query::Query;
-use crate::api::{ClusterCheck, ResourceSelector};
+use crate::api::ResourceSelector;
 use crate::lua::{CtxValue, LuaError, LuaLimits, LuaOutcome, LuaRound, ObjectId};
 
 mod run;
@@ -34,7 +35,7 @@ pub enum Script {
     Health(String),
 }
 
-/// One Lua check to run.
+/// One Lua check to run (the Lua part of a [`super::model::Check`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LuaCheck {
     /// Check name.
@@ -47,27 +48,12 @@ pub struct LuaCheck {
     pub deadline: Option<Duration>,
 }
 
-impl LuaCheck {
-    /// The Lua part of a check, if it is a Lua check (`condition` or `healthScript`).
-    pub fn of(check: &ClusterCheck) -> Option<LuaCheck> {
-        let script = match (&check.condition, &check.health_script) {
-            (Some(condition), _) => Script::Condition(condition.clone()),
-            (None, Some(health)) => Script::Health(health.clone()),
-            (None, None) => return None,
-        };
-        Some(LuaCheck {
-            name: check.name.clone(),
-            script,
-            selectors: check.resource_selectors.clone(),
-            deadline: check.timeout_seconds.map(|s| Duration::from_secs(s.into())),
-        })
-    }
-}
-
 /// A batch of checks with their selectors resolved.
 #[derive(Debug)]
 pub struct Batch {
-    checks: Vec<LuaCheck>,
+    checks: Vec<Arc<LuaCheck>>,
+    /// Each check's deadline: its own, or capped by [`Batch::within`]; `None`: the round's.
+    deadlines: Vec<Option<Duration>>,
     resolved: Vec<Result<Vec<usize>, String>>,
     queries: Vec<Query>,
     /// Bytes the Lua state held after the last [`Batch::evaluate`].
@@ -77,7 +63,7 @@ pub struct Batch {
 impl Batch {
     /// Resolves every check's selectors for the cluster described by `cluster`; a check
     /// whose selectors do not resolve will fail alone.
-    pub fn plan(checks: Vec<LuaCheck>, cluster: &ObjectMeta) -> Batch {
+    pub fn plan(checks: Vec<Arc<LuaCheck>>, cluster: &ObjectMeta) -> Batch {
         let mut queries: Vec<Query> = Vec::new();
         let resolved = checks
             .iter()
@@ -99,11 +85,31 @@ impl Batch {
             })
             .collect();
         Batch {
+            deadlines: checks.iter().map(|c| c.deadline).collect(),
             checks,
             resolved,
             queries,
             lua_memory: Default::default(),
         }
+    }
+
+    /// This batch with no check's deadline longer than `cap` (a check without one of its
+    /// own gets `cap`): a shared round that must end in time.
+    pub fn within(mut self, cap: Duration) -> Batch {
+        for deadline in &mut self.deadlines {
+            *deadline = Some(deadline.unwrap_or(cap).min(cap));
+        }
+        self
+    }
+
+    /// How many checks it runs.
+    pub fn len(&self) -> usize {
+        self.checks.len()
+    }
+
+    /// Whether it runs no check.
+    pub fn is_empty(&self) -> bool {
+        self.checks.is_empty()
     }
 
     /// Bytes the Lua state held after the last [`Batch::evaluate`] (0 before).
@@ -153,7 +159,7 @@ impl Batch {
         let mut runs = Vec::with_capacity(self.checks.len());
         for (i, (check, queries)) in self.checks.iter().zip(&self.resolved).enumerate() {
             let started = Instant::now();
-            let deadline = check.deadline.unwrap_or(limits.deadline);
+            let deadline = self.deadlines[i].unwrap_or(limits.deadline);
             let verdict = (|| {
                 let queries = queries.as_ref().map_err(|e| Failed::new(e.clone()))?;
                 let mut per_query = Vec::with_capacity(queries.len());

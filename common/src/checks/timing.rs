@@ -11,12 +11,18 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use super::RunOutcome;
+use super::model::Check;
 use crate::api::{CheckKind, CheckPhase, ClusterCheck};
 use crate::protocol::report::CheckResult;
 
-/// The timing fields of a check, with defaults applied.
+/// The timing fields of a check, with defaults applied ([`super::model::Check::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
+    /// How often it runs (`periodSeconds`); `None`: every heartbeat interval.
+    pub period: Option<Duration>,
+    /// How long one run may take (`timeoutSeconds`); `None`: the runner's default (the
+    /// agent's Lua deadline for Lua checks, 5 s for probes).
+    pub timeout: Option<Duration>,
     /// Consecutive failed runs before the check counts as failing (default 1).
     pub failure_threshold: u32,
     /// Consecutive successful runs before a failing check passes (default 1).
@@ -25,19 +31,15 @@ pub struct Timing {
     pub for_duration: Duration,
 }
 
-impl Timing {
-    /// The timing of `check` (an invalid duration was refused by validation; it counts as 0).
-    pub fn of(check: &ClusterCheck) -> Self {
-        let for_duration = check
-            .for_
-            .as_deref()
-            .or(check.duration.as_deref())
-            .and_then(|d| crate::duration::parse(d).ok())
-            .unwrap_or_default();
-        Self {
-            failure_threshold: check.failure_threshold.unwrap_or(1).max(1),
-            success_threshold: check.success_threshold.unwrap_or(1).max(1),
-            for_duration,
+impl Default for Timing {
+    /// A check that sets no timing field.
+    fn default() -> Self {
+        Timing {
+            period: None,
+            timeout: None,
+            failure_threshold: 1,
+            success_threshold: 1,
+            for_duration: Duration::ZERO,
         }
     }
 }
@@ -74,6 +76,26 @@ impl Tracker {
             failing_since: None,
             success_rate_percent: None,
         }
+    }
+
+    /// `check`, not run yet.
+    pub fn of(check: &Check) -> Self {
+        Tracker::new(
+            &check.name,
+            check.kind.reported(),
+            check.phase,
+            check.timing,
+        )
+    }
+
+    /// A check that cannot run because it does not parse (sent by a hub newer than its
+    /// reader, say): failing from `now` on, saying why.
+    pub fn refused(spec: &ClusterCheck, phase: CheckPhase, problem: &str, now: Timestamp) -> Self {
+        let kind = spec.kinds().first().copied().unwrap_or(CheckKind::Lua);
+        let mut tracker = Tracker::new(&spec.name, kind, phase, Timing::default());
+        let message = format!("not run: the check cannot be read ({problem}); fix the check");
+        tracker.record(&RunOutcome::fail(message), now);
+        tracker
     }
 
     /// Records one run at `now`.

@@ -19,10 +19,7 @@ use std::time::SystemTime;
 
 use serde::Deserialize;
 
-use fleetpulse_common::api::{
-    API_VERSION, ClusterCheck, ClusterSet, HealthPolicy, MemberCluster, Set,
-};
-use fleetpulse_common::lua::compile_check;
+use fleetpulse_common::api::{API_VERSION, ClusterSet, HealthPolicy, MemberCluster, Set};
 
 use crate::fleet::Objects;
 
@@ -286,23 +283,12 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
     };
     let invalid =
         |name: &str, e: fleetpulse_common::api::ValidationError| format!("{kind} {name}: {e}");
-    let compiled = |name: &str, lists: [&[ClusterCheck]; 2]| {
-        lists
-            .iter()
-            .flat_map(|l| l.iter())
-            .try_for_each(|c| match &c.condition {
-                Some(source) => compile_check(&c.name, source),
-                None => Ok(()),
-            })
-            .map_err(|e| format!("{kind} {name}: {e} (the previous version stays in effect)"))
-    };
     match kind.as_str() {
         "MemberCluster" => {
             let mut x: MemberCluster = parse(&kind, value)?;
             let name = named(&x.metadata)?;
             x.metadata.namespace.get_or_insert_with(|| "default".into());
             x.spec.validate().map_err(|e| invalid(&name, e))?;
-            compiled(&name, [&x.spec.readiness_checks, &x.spec.liveness_checks])?;
             objects.member_clusters.push(Arc::new(x));
         }
         "ClusterSet" => {
@@ -324,7 +310,6 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
             let name = named(&x.metadata)?;
             x.metadata.namespace.get_or_insert_with(|| "default".into());
             x.spec.validate().map_err(|e| invalid(&name, e))?;
-            compiled(&name, [&x.spec.readiness_checks, &x.spec.liveness_checks])?;
             objects.health_policies.push(Arc::new(x));
         }
         other => {

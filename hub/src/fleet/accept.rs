@@ -65,7 +65,7 @@ impl Fleet {
         let hub_checks_ran = entry
             .hub_checks
             .iter()
-            .all(|(_, c)| state.hub_results.iter().any(|r| r.name == c.name));
+            .all(|c| state.hub_results.iter().any(|r| r.name == c.name));
         let evidence = Evidence::of(
             report.config_generation,
             state.config_generation,

@@ -48,11 +48,11 @@ pub struct ClusterState {
     pub hub_results: Vec<fleetpulse_common::protocol::report::CheckResult>,
     /// When the hub-side checks run next.
     pub hub_next_run: Option<Instant>,
-    /// Each hub-side check's spec and verdict over time.
+    /// Each hub-side check and its verdict over time.
     pub hub_trackers: std::collections::BTreeMap<
         String,
         (
-            fleetpulse_common::api::ClusterCheck,
+            std::sync::Arc<fleetpulse_common::checks::model::Check>,
             fleetpulse_common::checks::timing::Tracker,
         ),
     >,

@@ -9,14 +9,14 @@
 //! message may quote what it read. A selector naming another namespace fails its check,
 //! saying so; cluster-scoped objects are not readable.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::api::CheckKind;
 use fleetpulse_common::checks::RunOutcome;
-use fleetpulse_common::checks::lua_batch::{Batch, LuaCheck};
-use fleetpulse_common::checks::timing::{Timing, Tracker};
+use fleetpulse_common::checks::lua_batch::Batch;
+use fleetpulse_common::checks::timing::Tracker;
 use fleetpulse_common::lua::LuaLimits;
 
 use super::{ClusterEntry, Fleet};
@@ -28,7 +28,9 @@ impl Fleet {
     pub fn run_hub_checks(&self, now: Instant, wall: Timestamp) {
         let registry = self.registry();
         let objects = self.hub_objects();
-        for entry in registry.clusters().filter(|e| !e.hub_checks.is_empty()) {
+        let has_hub_checks =
+            |e: &&Arc<ClusterEntry>| !e.hub_checks.is_empty() || !e.hub_refused.is_empty();
+        for entry in registry.clusters().filter(has_hub_checks) {
             if entry.state.lock().hub_next_run.is_some_and(|at| at > now) {
                 continue;
             }
@@ -37,21 +39,19 @@ impl Fleet {
             let mut state = entry.state.lock();
             let mut trackers = std::mem::take(&mut state.hub_trackers);
             let mut results = Vec::with_capacity(entry.hub_checks.len());
-            for ((phase, check), outcome) in entry.hub_checks.iter().zip(outcomes) {
-                let tracker = trackers
+            for (check, outcome) in entry.hub_checks.iter().zip(outcomes) {
+                let mut tracker = trackers
                     .remove(&check.name)
-                    .filter(|(spec, _)| spec == check)
+                    .filter(|(kept, _)| kept == check)
                     .map(|(_, t)| t)
-                    .unwrap_or_else(|| {
-                        Tracker::new(&check.name, CheckKind::Lua, *phase, Timing::of(check))
-                    });
-                let mut tracker = tracker;
+                    .unwrap_or_else(|| Tracker::of(check));
                 tracker.record(&outcome, wall);
                 results.push(tracker.result());
                 state
                     .hub_trackers
                     .insert(check.name.clone(), (check.clone(), tracker));
             }
+            results.extend(entry.hub_refused.iter().cloned());
             state.hub_results = results;
             state.hub_next_run = Some(now + interval);
         }
@@ -59,10 +59,10 @@ impl Fleet {
 }
 
 fn evaluate(entry: &ClusterEntry, objects: &[serde_json::Value]) -> Vec<RunOutcome> {
-    let checks: Vec<LuaCheck> = entry
+    let checks = entry
         .hub_checks
         .iter()
-        .filter_map(|(_, c)| LuaCheck::of(c))
+        .filter_map(|c| c.lua().cloned())
         .collect();
     let batch = Batch::plan(checks, &super::registry::cluster_metadata(&entry.object));
     let own = entry.id.namespace.as_str();

@@ -19,12 +19,12 @@ use imbl::OrdMap;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
-use fleetpulse_common::api::{
-    CheckPhase, ClusterCheck, ClusterSet, HealthPolicy, MemberCluster, Set,
-};
+use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
+use fleetpulse_common::checks::model::Check;
 use fleetpulse_common::protocol::keys::{self, KeyId};
-use fleetpulse_common::protocol::report::AgentConfig;
+use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
+use change::put;
 pub use change::{Change, Objects, policy_key, shared};
 pub use config::cluster_metadata;
 pub use policies::PolicyKey;
@@ -43,7 +43,9 @@ pub struct ClusterEntry {
     /// Hash of the effective config ([`Registry::config`]).
     pub config_hash: u64,
     /// Checks the hub evaluates itself (their selectors read the hub's objects).
-    pub hub_checks: Vec<(CheckPhase, ClusterCheck)>,
+    pub hub_checks: Vec<Arc<Check>>,
+    /// Results of the hub-side checks that do not parse: failing, saying why.
+    pub hub_refused: Vec<CheckResult>,
     /// The HealthPolicies that apply, each with the messages of its checks skipped here.
     policies: Vec<(String, Vec<String>)>,
     /// The keys this cluster lists, parsed once: key id, key, revoked.
@@ -184,7 +186,7 @@ impl Registry {
                 .get(&id)
                 .map(|e| e.state.clone())
                 .unwrap_or_else(|| state_for(&id));
-            let entry = next.entry(id.clone(), mc, state, &mut applied.problems);
+            let entry = next.entry(id.clone(), mc, state, now, &mut applied.problems);
             next.bind(&entry, &mut touched_policies, &mut applied.problems);
             next.clusters.insert(id.clone(), Arc::new(entry));
             applied.rebuilt.push(id);
@@ -204,6 +206,7 @@ impl Registry {
         id: ClusterId,
         object: Arc<MemberCluster>,
         state: Arc<Mutex<ClusterState>>,
+        now: Timestamp,
         problems: &mut Vec<String>,
     ) -> ClusterEntry {
         let derived = config::derive(&object, self.policies_in(&id.namespace));
@@ -221,9 +224,11 @@ impl Registry {
                 }
             }
         }
+        let (hub_checks, hub_refused) = config::hub_checks(&derived, &id, now, problems);
         ClusterEntry {
             config_hash: config::hash(&derived.config),
-            hub_checks: derived.hub_checks,
+            hub_checks,
+            hub_refused,
             policies: derived.policies,
             keys: listed_keys,
             id,
@@ -375,17 +380,6 @@ impl Registry {
         }
         out.sort_by_key(policy_key);
         out
-    }
-}
-
-fn put<K: Ord + Clone, V: Clone>(map: &mut OrdMap<K, V>, key: K, value: Option<V>) {
-    match value {
-        Some(v) => {
-            map.insert(key, v);
-        }
-        None => {
-            map.remove(&key);
-        }
     }
 }
 

@@ -3,8 +3,6 @@
 //! phase, so that client-side signing does not compete with the hub for the machine's
 //! cores. Only the hub's work is measured.
 
-use std::time::Duration;
-
 use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_agent::report::{ReportBuilder, sign_report};
@@ -48,8 +46,7 @@ pub struct ReportPlan {
 pub fn check_results(count: usize, now: Timestamp) -> Vec<CheckResult> {
     let timing = Timing {
         failure_threshold: 3,
-        success_threshold: 1,
-        for_duration: Duration::ZERO,
+        ..Timing::default()
     };
     (0..count)
         .map(|i| {

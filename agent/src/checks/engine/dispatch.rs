@@ -11,7 +11,8 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use fleetpulse_common::checks::lua_batch::CheckRun;
+use fleetpulse_common::checks::lua_batch::{Batch, CheckRun};
+use fleetpulse_common::checks::model::Kind;
 use fleetpulse_common::protocol::report::AgentConfig;
 
 use super::super::builtin;
@@ -49,7 +50,7 @@ fn start(shared: &Arc<Shared>, reader: &Reader, config: &Arc<AgentConfig>, due: 
     let mut together = Vec::new();
     for due in due {
         let (shared, reader) = (shared.clone(), reader.clone());
-        match LuaCheck::of(&due.check) {
+        match due.check.lua().cloned() {
             Some(lua) if due.alone => {
                 tokio::spawn(lua_alone(shared, reader, config.clone(), due, lua));
             }
@@ -77,7 +78,7 @@ async fn lua_together(
     shared: Arc<Shared>,
     reader: Reader,
     config: Arc<AgentConfig>,
-    group: Vec<(Due, LuaCheck)>,
+    group: Vec<(Due, Arc<LuaCheck>)>,
 ) {
     let limits = shared.options.lua_limits;
     let slice = limits.deadline;
@@ -85,14 +86,8 @@ async fn lua_together(
         .iter()
         .map(|(_, c)| c.deadline.unwrap_or(slice))
         .collect();
-    let (dues, capped): (Vec<Due>, Vec<LuaCheck>) = group
-        .into_iter()
-        .zip(&own)
-        .map(|((due, mut lua), own)| {
-            lua.deadline = Some((*own).min(slice));
-            (due, lua)
-        })
-        .unzip();
+    let (dues, checks): (Vec<Due>, Vec<Arc<LuaCheck>>) = group.into_iter().unzip();
+    let batch = Batch::plan(checks, &config.cluster_metadata).within(slice);
     let dues = Arc::new(dues);
     let started = Instant::now();
     let each = {
@@ -103,8 +98,7 @@ async fn lua_together(
             }
         }
     };
-    let meta = &config.cluster_metadata;
-    let (runs, memory) = lua_check::run_each(&reader, meta, capped, limits, each).await;
+    let (runs, memory) = lua_check::run_each(&reader, batch, limits, each).await;
     let names = dues.iter().map(|d| d.check.name.as_str());
     let took = names.zip(runs.iter().map(|r| r.took));
     shared
@@ -115,7 +109,7 @@ async fn lua_together(
         if !needs_own_round(run, own[i], slice) {
             continue;
         }
-        let Some(lua) = LuaCheck::of(&dues[i].check) else {
+        let Some(lua) = dues[i].check.lua().cloned() else {
             continue;
         };
         let (shared, reader, config) = (shared.clone(), reader.clone(), config.clone());
@@ -130,12 +124,12 @@ async fn lua_alone(
     reader: Reader,
     config: Arc<AgentConfig>,
     due: Due,
-    lua: LuaCheck,
+    lua: Arc<LuaCheck>,
 ) {
     let limits = shared.options.lua_limits;
     let started = Instant::now();
-    let meta = &config.cluster_metadata;
-    let (runs, memory) = lua_check::run_each(&reader, meta, vec![lua], limits, |_, _| {}).await;
+    let batch = Batch::plan(vec![lua], &config.cluster_metadata);
+    let (runs, memory) = lua_check::run_each(&reader, batch, limits, |_, _| {}).await;
     let took = started.elapsed();
     if let Some(run) = runs.first() {
         shared.finish(&due, run, run.deadline_exceeded || took >= limits.deadline);
@@ -150,9 +144,9 @@ async fn lua_alone(
 /// A probe, a built-in or a pod check's current verdict.
 async fn other(shared: Arc<Shared>, reader: Reader, due: Due) {
     let started = Instant::now();
-    let outcome = match due.check.pod.is_some() {
-        true => shared.pod_outcome(&due.check.name),
-        false => run_one(&reader, &shared.secrets, &due.check).await,
+    let outcome = match due.check.kind {
+        Kind::Pod(_) => shared.pod_outcome(&due.check.name),
+        _ => run_one(&reader, &shared.secrets, &due.check).await,
     };
     let took = started.elapsed();
     let run = CheckRun {

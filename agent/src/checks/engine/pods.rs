@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use fleetpulse_common::api::ClusterCheck;
-use fleetpulse_common::protocol::report::AgentConfig;
+use fleetpulse_common::checks::model::{Check, Kind};
 
 use super::super::RunOutcome;
 use super::super::pod::{KubePodApi, PodCheckRunner};
@@ -15,23 +14,21 @@ use super::Shared;
 
 /// A running pod check: its runner and how to stop it.
 pub(super) struct PodCheck {
-    spec: ClusterCheck,
+    check: Arc<Check>,
     runner: Arc<PodCheckRunner<KubePodApi>>,
     stop: CancellationToken,
 }
 
 impl Shared {
-    /// Starts runners for new or changed pod checks and stops the rest.
-    pub(super) fn sync_pod_checks(&self, config: &AgentConfig) {
+    /// Starts runners for new or changed pod checks among `checks` and stops the rest.
+    pub(super) fn sync_pod_checks(&self, checks: &[Arc<Check>]) {
         let mut running = self.pod_checks.lock();
-        let wanted: Vec<&ClusterCheck> = config
-            .readiness_checks
+        let wanted: Vec<&Arc<Check>> = checks
             .iter()
-            .chain(&config.liveness_checks)
-            .filter(|c| c.pod.is_some())
+            .filter(|c| matches!(c.kind, Kind::Pod(_)))
             .collect();
         running.retain(|name, p| {
-            let keep = wanted.iter().any(|c| &c.name == name && **c == p.spec);
+            let keep = wanted.iter().any(|c| &c.name == name && **c == p.check);
             if !keep {
                 p.stop.cancel();
             }
@@ -41,7 +38,9 @@ impl Shared {
             return;
         };
         for check in wanted {
-            let Some(spec) = &check.pod else { continue };
+            let Kind::Pod(spec) = &check.kind else {
+                continue;
+            };
             if running.contains_key(&check.name) {
                 continue;
             }
@@ -59,7 +58,7 @@ impl Shared {
             running.insert(
                 check.name.clone(),
                 PodCheck {
-                    spec: check.clone(),
+                    check: Arc::clone(check),
                     runner,
                     stop,
                 },

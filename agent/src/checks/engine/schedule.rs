@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use fleetpulse_common::api::{CheckKind, CheckPhase, ClusterCheck};
+use fleetpulse_common::api::{CheckKind, CheckPhase};
+use fleetpulse_common::checks::model::Check;
 use fleetpulse_common::protocol::limits::{MAX_MESSAGE_BYTES, truncate_message};
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
@@ -21,8 +22,7 @@ use super::super::timing::{Timing, Tracker};
 /// One configured check and where it stands.
 pub(super) struct Scheduled {
     /// Shared with the run in progress: a run takes a handle, never a copy.
-    pub(super) check: Arc<ClusterCheck>,
-    phase: CheckPhase,
+    pub(super) check: Arc<Check>,
     tracker: Tracker,
     period: Duration,
     next_run: Instant,
@@ -44,7 +44,7 @@ struct Readyz {
 #[derive(Clone)]
 pub(super) struct Due {
     /// The check (a handle on the configured one).
-    pub(super) check: Arc<ClusterCheck>,
+    pub(super) check: Arc<Check>,
     /// When the run started (its next one is due a period later).
     pub(super) started: Instant,
     /// Whether a Lua check runs in a round of its own.
@@ -55,19 +55,16 @@ pub(super) struct Due {
 pub(super) struct State {
     pub(super) config: Arc<AgentConfig>,
     checks: Vec<Scheduled>,
+    /// Checks of the config this agent cannot parse: each reports why, and never runs.
+    refused: Vec<Tracker>,
     readyz: Option<Readyz>,
     default_period: Duration,
 }
 
-fn kind_of(check: &ClusterCheck) -> CheckKind {
-    check.kinds().first().copied().unwrap_or(CheckKind::Lua)
-}
-
-/// A check's period: its `periodSeconds`, else the config's interval, else `default`.
-fn period(check: &ClusterCheck, config: &AgentConfig, default: Duration) -> Duration {
+/// A check's period: its own, else the config's interval, else `default`.
+fn period(check: Option<&Check>, config: &AgentConfig, default: Duration) -> Duration {
     check
-        .period_seconds
-        .map(|s| Duration::from_secs(s.into()))
+        .and_then(|c| c.timing.period)
         .or((config.interval_seconds > 0)
             .then(|| Duration::from_secs(config.interval_seconds.into())))
         .unwrap_or(default)
@@ -79,8 +76,7 @@ impl State {
         let readyz = has_api.then(|| {
             let timing = Timing {
                 failure_threshold: 3,
-                success_threshold: 1,
-                for_duration: Duration::ZERO,
+                ..Timing::default()
             };
             let (kind, phase) = (CheckKind::ApiServer, CheckPhase::Liveness);
             Readyz {
@@ -92,51 +88,75 @@ impl State {
         State {
             config: Arc::default(),
             checks: Vec::new(),
+            refused: Vec::new(),
             readyz,
             default_period,
         }
     }
 
-    /// Replaces the checks with `config`'s. A check whose spec did not change keeps its
-    /// verdict and its run in progress; the others start afresh, due now.
-    pub(super) fn apply(&mut self, config: &AgentConfig, now: Instant) {
+    /// Replaces the checks with `config`'s, parsed once here (at wall-clock `wall`). A
+    /// check whose spec did not change keeps its verdict and its run in progress; the
+    /// others start afresh, due now.
+    pub(super) fn apply(&mut self, config: &AgentConfig, now: Instant, wall: Timestamp) {
         let mut old: BTreeMap<(bool, String), Scheduled> = std::mem::take(&mut self.checks)
             .into_iter()
-            .map(|s| ((s.phase == CheckPhase::Readiness, s.check.name.clone()), s))
+            .map(|s| {
+                (
+                    (s.check.phase == CheckPhase::Readiness, s.check.name.clone()),
+                    s,
+                )
+            })
             .collect();
+        self.refused.clear();
         let lists = [
-            (CheckPhase::Readiness, &config.readiness_checks),
-            (CheckPhase::Liveness, &config.liveness_checks),
+            (
+                CheckPhase::Readiness,
+                "readinessChecks",
+                &config.readiness_checks,
+            ),
+            (
+                CheckPhase::Liveness,
+                "livenessChecks",
+                &config.liveness_checks,
+            ),
         ];
-        for (phase, checks) in lists {
-            for check in checks.iter() {
+        for (phase, list, specs) in lists {
+            for (i, spec) in specs.iter().enumerate() {
+                let check = match Check::parse(spec, phase, &format!("{list}[{i}]")) {
+                    Ok(check) => check,
+                    Err(e) => {
+                        let problem = e.to_string();
+                        self.refused
+                            .push(Tracker::refused(spec, phase, &problem, wall));
+                        continue;
+                    }
+                };
                 let key = (phase == CheckPhase::Readiness, check.name.clone());
                 let mut scheduled = match old.remove(&key) {
-                    Some(s) if *s.check == *check => s,
+                    Some(s) if *s.check == check => s,
                     _ => Scheduled {
-                        tracker: Tracker::new(
-                            &check.name,
-                            kind_of(check),
-                            phase,
-                            Timing::of(check),
-                        ),
-                        check: Arc::new(check.clone()),
-                        phase,
+                        tracker: Tracker::of(&check),
+                        check: Arc::new(check),
                         period: Duration::ZERO,
                         next_run: now,
                         running: None,
                         alone: false,
                     },
                 };
-                scheduled.period = period(check, config, self.default_period);
+                scheduled.period = period(Some(&scheduled.check), config, self.default_period);
                 self.checks.push(scheduled);
             }
         }
         self.config = Arc::new(config.clone());
     }
 
+    /// The checks configured now.
+    pub(super) fn checks(&self) -> impl Iterator<Item = &Arc<Check>> {
+        self.checks.iter().map(|s| &s.check)
+    }
+
     fn interval(&self) -> Duration {
-        period(&ClusterCheck::default(), &self.config, self.default_period)
+        period(None, &self.config, self.default_period)
     }
 
     /// Marks every check due at `now` and not running as running, and returns them; and
@@ -216,6 +236,7 @@ impl State {
     /// period says so after its previous result.
     pub(super) fn results(&self, now: Instant) -> Vec<CheckResult> {
         let readyz = self.readyz.iter().map(|r| r.tracker.result());
+        let refused = self.refused.iter().map(Tracker::result);
         let checks = self.checks.iter().map(|s| {
             let mut result = s.tracker.result();
             if s.running.is_some_and(|started| now >= started + s.period) {
@@ -223,7 +244,7 @@ impl State {
             }
             result
         });
-        readyz.chain(checks).collect()
+        readyz.chain(checks).chain(refused).collect()
     }
 }
 

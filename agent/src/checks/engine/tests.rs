@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use fleetpulse_common::api::{ReadyNodesCheck, ResourceSelector};
+use fleetpulse_common::api::{ClusterCheck, ReadyNodesCheck, ResourceSelector};
 
 use super::*;
 use crate::checks::builtin::APISERVER_CHECK;
@@ -288,5 +288,45 @@ async fn a_check_past_the_shared_deadline_runs_alone_to_its_own_timeout() {
     .await;
     assert_eq!(find(&results, "slow").message, "done");
     assert!(find(&results, "nodes-ready").passing);
+    token.cancel();
+}
+
+/// A check the agent cannot parse (here a health script with no selectors, which would
+/// otherwise pass over no objects) fails, saying why, and the others still run.
+#[tokio::test]
+async fn a_check_that_does_not_parse_fails_saying_why_and_never_passes_by_being_skipped() {
+    let token = CancellationToken::new();
+    let engine = CheckEngine::spawn(
+        Reader::Static(StaticReader::new(nodes(3, 3))),
+        EngineOptions::default(),
+        token.clone(),
+    );
+    let unreadable = ClusterCheck {
+        name: "certs".into(),
+        health_script: Some("hs = { status = 'Healthy' } return hs".into()),
+        ..Default::default()
+    };
+    engine.apply_config(&config(
+        vec![],
+        vec![unreadable, lua("nodes-ready", ALL_NODES_READY)],
+    ));
+    let results = results_when(&engine, "the readable check to have run", |r| {
+        r.iter()
+            .any(|c| c.name == "nodes-ready" && c.message != "not run yet")
+    })
+    .await;
+    assert!(find(&results, "nodes-ready").passing);
+    let certs = find(&results, "certs");
+    assert!(!certs.passing, "{certs:?}");
+    assert!(
+        certs
+            .message
+            .starts_with("not run: the check cannot be read")
+            && certs
+                .message
+                .contains("livenessChecks[0].resourceSelectors"),
+        "{}",
+        certs.message
+    );
     token.cancel();
 }

@@ -1,6 +1,8 @@
 use serde_json::json;
 
 use super::*;
+use crate::api::{CheckPhase, ClusterCheck};
+use crate::checks::model::Check;
 
 /// Runs until its deadline stops it (`os.clock` is process CPU time in Lua 5.4, which other
 /// threads advance too, so no test may time itself with it).
@@ -15,11 +17,17 @@ fn check(name: &str, timeout_seconds: Option<u32>) -> ClusterCheck {
     }
 }
 
+/// The Lua part of `spec`, parsed as the engines parse it.
+fn lua_of(spec: &ClusterCheck) -> Arc<LuaCheck> {
+    let check = Check::parse(spec, CheckPhase::Liveness, "spec.livenessChecks[0]").unwrap();
+    check.lua().cloned().expect("a Lua check")
+}
+
 #[test]
 fn timeout_seconds_gives_a_lua_check_its_own_deadline() {
     let checks = vec![
-        LuaCheck::of(&check("default", None)).unwrap(),
-        LuaCheck::of(&check("patient", Some(2))).unwrap(),
+        lua_of(&check("default", None)),
+        lua_of(&check("patient", Some(2))),
     ];
     let batch = Batch::plan(checks, &ObjectMeta::default());
     let verdicts = batch.evaluate(Vec::new(), LuaLimits::default());
@@ -60,7 +68,10 @@ fn each_query_is_listed_once_and_ctx_holds_the_named_object() {
         selectors: vec![selector("cms", None)],
         deadline: None,
     };
-    let batch = Batch::plan(vec![one, all.clone(), all], &ObjectMeta::default());
+    let batch = Batch::plan(
+        vec![Arc::new(one), Arc::new(all.clone()), Arc::new(all)],
+        &ObjectMeta::default(),
+    );
     assert_eq!(
         batch.queries().len(),
         2,
@@ -84,7 +95,7 @@ fn each_query_is_listed_once_and_ctx_holds_the_named_object() {
 /// Plans `check` for no particular cluster, lists `objects` for each query as a reader
 /// would (API-server filters only), and evaluates it.
 fn evaluate_one(check: ClusterCheck, objects: &[serde_json::Value]) -> RunOutcome {
-    let batch = Batch::plan(vec![LuaCheck::of(&check).unwrap()], &ObjectMeta::default());
+    let batch = Batch::plan(vec![lua_of(&check)], &ObjectMeta::default());
     let listed = batch
         .queries()
         .iter()
@@ -229,8 +240,8 @@ fn a_health_script_check_names_the_first_object_that_is_not_healthy() {
 }
 
 /// A check reading `field` of every object of `kind`.
-fn reading(name: &str, kind: &str, script: &str) -> LuaCheck {
-    LuaCheck {
+fn reading(name: &str, kind: &str, script: &str) -> Arc<LuaCheck> {
+    Arc::new(LuaCheck {
         name: name.into(),
         script: Script::Condition(script.into()),
         selectors: vec![ResourceSelector {
@@ -240,7 +251,7 @@ fn reading(name: &str, kind: &str, script: &str) -> LuaCheck {
             ..Default::default()
         }],
         deadline: None,
-    }
+    })
 }
 
 #[test]
@@ -300,11 +311,11 @@ fn an_object_nested_too_deeply_fails_only_the_checks_that_read_that_deep() {
 #[test]
 fn a_run_past_its_deadline_is_marked_so() {
     let checks = vec![
-        LuaCheck::of(&check("spins", None)).unwrap(),
-        LuaCheck {
+        lua_of(&check("spins", None)),
+        Arc::new(LuaCheck {
             script: Script::Condition("function evaluate() return { pass = true } end".into()),
-            ..LuaCheck::of(&check("quick", None)).unwrap()
-        },
+            ..(*lua_of(&check("quick", None))).clone()
+        }),
     ];
     let batch = Batch::plan(checks, &ObjectMeta::default());
     let runs = batch.evaluate_each(Vec::new(), LuaLimits::default(), |_, _| {});

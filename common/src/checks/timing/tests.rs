@@ -9,6 +9,7 @@ fn timing(failure: u32, success: u32, for_secs: u64) -> Timing {
         failure_threshold: failure,
         success_threshold: success,
         for_duration: Duration::from_secs(for_secs),
+        ..Timing::default()
     }
 }
 

@@ -131,24 +131,31 @@ pub fn uncompiled(
     name: &str,
     lists: [&Vec<fleetpulse_common::api::ClusterCheck>; 2],
 ) -> Option<String> {
-    let sources = lists.into_iter().flatten().flat_map(|c| {
-        let selectors = c
-            .resource_selectors
-            .iter()
-            .filter_map(|s| s.evaluate.as_deref());
-        c.condition
-            .as_deref()
-            .into_iter()
-            .chain(c.health_script.as_deref())
-            .chain(selectors)
-            .map(move |source| (c.name.as_str(), source))
-    });
-    for (check, source) in sources {
-        if let Err(e) = fleetpulse_common::lua::compile_check(check, source) {
-            return Some(format!(
-                "{kind} {name}: {e}; fix the script (the object is refused until it compiles)"
-            ));
+    let [readiness, liveness] = lists;
+    let readiness = readiness
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.readinessChecks[{i}]"), c));
+    let liveness = liveness
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.livenessChecks[{i}]"), c));
+    let e = readiness
+        .chain(liveness)
+        .find_map(|(path, check)| fleetpulse_common::checks::model::compiles(check, &path).err())?;
+    Some(format!(
+        "{kind} {name}: {e} (the object is refused until it compiles)"
+    ))
+}
+
+/// Sets `key` to `value` in `map`, or removes it when `value` is `None`.
+pub fn put<K: Ord + Clone, V: Clone>(map: &mut imbl::OrdMap<K, V>, key: K, value: Option<V>) {
+    match value {
+        Some(v) => {
+            map.insert(key, v);
+        }
+        None => {
+            map.remove(&key);
         }
     }
-    None
 }

@@ -6,15 +6,18 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use fleetpulse_common::api::redact::LAST_APPLIED_ANNOTATION;
 use fleetpulse_common::api::{CLUSTER_SET_LABEL_PREFIX, SET_LABEL_PREFIX};
 use fleetpulse_common::api::{CheckPhase, ClusterCheck, HealthPolicy, MemberCluster};
-use fleetpulse_common::protocol::report::AgentConfig;
+use fleetpulse_common::checks::model::Check;
+use fleetpulse_common::checks::timing::Tracker;
+use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 use fleetpulse_common::selector;
 
-use crate::ids::cluster_id;
+use crate::ids::{ClusterId, cluster_id};
 
 /// What deriving a cluster's config found: the config the agent runs, the checks the hub
 /// runs, and the policies that matched with the checks each could not add.
@@ -126,6 +129,30 @@ fn split_hub_checks(config: &mut AgentConfig) -> Vec<(CheckPhase, ClusterCheck)>
         hub.extend(on_hub.into_iter().map(|c| (phase, c)));
     }
     hub
+}
+
+/// The hub-side checks of `derived` (the config of cluster `id`), parsed; and a failing
+/// result, saying why, for each that does not parse (a problem for the log, too), so a
+/// check never passes by being skipped.
+pub fn hub_checks(
+    derived: &Derived,
+    id: &ClusterId,
+    now: Timestamp,
+    problems: &mut Vec<String>,
+) -> (Vec<Arc<Check>>, Vec<CheckResult>) {
+    let (mut parsed, mut refused) = (Vec::new(), Vec::new());
+    for (phase, spec) in &derived.hub_checks {
+        // Its Lua compiled when its object was admitted (`change::uncompiled`).
+        match Check::read(spec, *phase, &spec.name) {
+            Ok(check) => parsed.push(Arc::new(check)),
+            Err(e) => {
+                let problem = e.to_string();
+                problems.push(format!("MemberCluster {id}: hub-side check {problem}"));
+                refused.push(Tracker::refused(spec, *phase, &problem, now).result());
+            }
+        }
+    }
+    (parsed, refused)
 }
 
 /// A stable hash of a config (never 0, which stands for "none yet").

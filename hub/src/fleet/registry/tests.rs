@@ -4,7 +4,7 @@ use std::time::Instant;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use fleetpulse_common::api::{
-    AgentPublicKey, AgentSpec, HealthPolicySpec, MemberClusterSpec, ReadyNodesCheck,
+    AgentPublicKey, AgentSpec, ClusterCheck, HealthPolicySpec, MemberClusterSpec, ReadyNodesCheck,
 };
 use fleetpulse_common::protocol::keys;
 
