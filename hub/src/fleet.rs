@@ -153,45 +153,6 @@ impl Fleet {
             .unwrap_or_default()
     }
 
-    /// Records a cluster's `Mirrored` condition (`None`: it has no mirrors any more) and
-    /// writes its status if that changed it.
-    pub fn set_mirrored(
-        &self,
-        cluster: &ClusterId,
-        mirrored: Option<&crate::mirrors::MirroredCondition>,
-        wall: Timestamp,
-    ) {
-        let condition = mirrored.map(|m| {
-            (
-                Status::parse(m.status),
-                m.reason.as_str(),
-                m.message.as_str(),
-            )
-        });
-        let mirrored = fleetpulse_common::api::condition::MIRRORED;
-        self.set_condition(cluster, mirrored, condition, wall);
-    }
-
-    /// Sets (or, with `None`, removes) one of the conditions kept outside the health core
-    /// ([`cluster::EXTRA`]) and writes the cluster's status if that changed it.
-    pub fn set_condition(
-        &self,
-        cluster: &ClusterId,
-        type_: &str,
-        value: Option<(Status, &str, &str)>,
-        wall: Timestamp,
-    ) {
-        let Some(entry) = self.registry().cluster(cluster).cloned() else {
-            return;
-        };
-        let mut state = entry.state.lock();
-        if state.set_extra(type_, value, wall) {
-            let record = state.record();
-            drop(state);
-            self.write_status(cluster, record);
-        }
-    }
-
     /// Has the heartbeat path also accept keys enrolled with bootstrap tokens (set once).
     pub fn use_enrolled_keys(&self, keys: Arc<dyn crate::enrolment::EnrolledKeys>) {
         let _ = self.enrolled.set(keys);
@@ -287,7 +248,6 @@ impl Fleet {
     /// cluster moves if its config changed.
     /// Returns the clusters whose config changed from one they had.
     fn install(&self, registry: Registry, rebuilt: &[ClusterId]) -> Vec<ClusterId> {
-        let mut writes = Vec::new();
         let mut reconfigured = Vec::new();
         for entry in rebuilt.iter().filter_map(|id| registry.cluster(id)) {
             let mut state = entry.state.lock();
@@ -299,14 +259,12 @@ impl Fleet {
                     reconfigured.push(entry.id.clone());
                 }
                 state.config_hash = entry.config_hash;
-                writes.push(Write::Cluster {
-                    cluster: entry.id.clone(),
-                    record: state.record(),
-                });
+                // Under the lock, as `write_status` explains.
+                let (cluster, record) = (entry.id.clone(), state.record());
+                self.store.send(vec![Write::Cluster { cluster, record }]);
             }
         }
         *self.registry.write() = Arc::new(registry);
-        self.store.send(writes);
         reconfigured
     }
 
@@ -336,10 +294,9 @@ impl Fleet {
             }
             if changed {
                 any_changed = true;
-                let record = state.record();
+                self.write_status(&entry.id, &state);
                 drop(state);
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
-                self.write_status(&entry.id, record);
             }
         }
         if self.drive_brake(now, wall, brake_samples) || any_changed {

@@ -88,11 +88,12 @@ impl Fleet {
                     .enrolled_keys()
                     .is_some_and(|keys| keys.rotation_requested(&entry.id)),
         };
-        let write = changed.then(|| state.record());
+        if changed {
+            self.write_status(&entry.id, &state);
+        }
         drop(state);
-        if let Some(record) = write {
+        if changed {
             tracing::info!(cluster = %entry.id, seq = pos.seq, "cluster conditions changed on report");
-            self.write_status(&entry.id, record);
             self.evaluate_sets(wall);
         }
         Ok(answer)

@@ -1,6 +1,7 @@
 //! The fleet and its store: what a start restores (each cluster's record and positions,
 //! the sets' statuses, and the restart floor when positions may have been lost), the
-//! batched flushes of positions and statuses, and the status write of a transition.
+//! batched flushes of positions and statuses, and the status write of a transition or of a
+//! condition kept outside the health core (`Mirrored`, `Accepted`, ...).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -9,10 +10,11 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
+use fleetpulse_common::api::condition::Status;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterState, Fleet};
-use crate::store::{PositionsKept, Snapshot, StoredCluster, Write};
+use crate::store::{PositionsKept, Snapshot, Write};
 
 impl Fleet {
     /// Seeds runtime state from the store at start. Every restored cluster gets a full
@@ -93,7 +95,8 @@ impl Fleet {
     /// most one refresh interval old (the Kubernetes mode's coarse refresh). Called for
     /// each part in turn, it spreads the writes evenly over the interval instead of
     /// bursting every cluster at once. The store skips a record equal to the one it last
-    /// wrote, so a cluster that stopped reporting costs nothing.
+    /// wrote, so a cluster that stopped reporting costs nothing. Each record is queued
+    /// under its cluster's lock, as [`Fleet::write_status`] explains.
     pub fn refresh_statuses(&self, part: u64, parts: u64) {
         use std::hash::{Hash, Hasher};
         let in_part = |id: &ClusterId| {
@@ -101,24 +104,14 @@ impl Fleet {
             id.hash(&mut h);
             h.finish() % parts.max(1) == part
         };
-        let writes: Vec<Write> = self
-            .registry()
-            .clusters()
-            .filter(|e| in_part(&e.id))
-            .filter_map(|e| {
-                let state = e.state.lock();
-                let record = state.record();
-                record
-                    .status
-                    .last_heartbeat_time
-                    .is_some()
-                    .then(|| Write::Cluster {
-                        cluster: e.id.clone(),
-                        record,
-                    })
-            })
-            .collect();
-        self.store.send(writes);
+        for e in self.registry().clusters().filter(|e| in_part(&e.id)) {
+            let state = e.state.lock();
+            let record = state.record();
+            if record.status.last_heartbeat_time.is_some() {
+                let cluster = e.id.clone();
+                self.store.send(vec![Write::Cluster { cluster, record }]);
+            }
+        }
     }
 
     /// Flushes positions and waits until the store has written everything queued.
@@ -127,9 +120,54 @@ impl Fleet {
         self.store.sync();
     }
 
+    /// Records a cluster's `Mirrored` condition (`None`: it has no mirrors any more) and
+    /// writes its status if that changed it.
+    pub fn set_mirrored(
+        &self,
+        cluster: &ClusterId,
+        mirrored: Option<&crate::mirrors::MirroredCondition>,
+        wall: Timestamp,
+    ) {
+        let condition = mirrored.map(|m| {
+            (
+                Status::parse(m.status),
+                m.reason.as_str(),
+                m.message.as_str(),
+            )
+        });
+        let mirrored = fleetpulse_common::api::condition::MIRRORED;
+        self.set_condition(cluster, mirrored, condition, wall);
+    }
+
+    /// Sets (or, with `None`, removes) one of the conditions kept outside the health core
+    /// ([`super::cluster::EXTRA`]) and writes the cluster's status if that changed it.
+    pub fn set_condition(
+        &self,
+        cluster: &ClusterId,
+        type_: &str,
+        value: Option<(Status, &str, &str)>,
+        wall: Timestamp,
+    ) {
+        let Some(entry) = self.registry().cluster(cluster).cloned() else {
+            return;
+        };
+        let mut state = entry.state.lock();
+        if state.set_extra(type_, value, wall) {
+            self.write_status(cluster, &state);
+        }
+    }
+
     /// Queues `cluster`'s status after a transition, counting it and keeping it in the
     /// transition log `describe` shows.
-    pub(super) fn write_status(&self, cluster: &ClusterId, record: StoredCluster) {
+    ///
+    /// `state` is the cluster's, borrowed from its lock guard: the record is taken and
+    /// queued while that lock is held, so the writes of one cluster reach the store in the
+    /// order of its changes. A record queued after the lock is released could be overtaken
+    /// by a later one (a heartbeat's transition by the mirror feed's `Mirrored`, say) and
+    /// then overwrite it for good: status is written on transitions only, so nothing
+    /// would write the lost condition again.
+    pub(super) fn write_status(&self, cluster: &ClusterId, state: &ClusterState) {
+        let record = state.record();
         self.metrics.status_writes.inc();
         (self.transitions.lock()).observe(cluster, &record.status.conditions);
         self.metrics

@@ -186,3 +186,6 @@ impl Seen {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
