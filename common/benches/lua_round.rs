@@ -1,4 +1,5 @@
-//! Benchmark of a Lua evaluation round over 2,000 Pod-like objects: taking the objects in,
+//! Benchmark of a Lua evaluation round over 2,000 Pod-like objects: taking the objects in
+//! (as compact JSON text, as the agent's reader hands them),
 //! one check, and a full round of 10 checks plus conversion, with lazy conversion (what
 //! rounds do) beside eager conversion of every object (the baseline), measured in the same
 //! run. Prints median and min in milliseconds, and the Lua memory each round holds.
@@ -12,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use fleetpulse_common::compact::CompactObject;
 use fleetpulse_common::lua::{Conversion, LuaLimits, LuaRound, ObjectId};
 use mlua::{HookTriggers, Lua, LuaSerdeExt, VmState};
 use serde_json::{Value, json};
@@ -86,9 +88,10 @@ fn pod(i: usize) -> Value {
     })
 }
 
-fn convert(round: &mut LuaRound, pods: Vec<Value>) -> Vec<ObjectId> {
+/// Takes the objects in as the agent's reader hands them: compact JSON text.
+fn convert(round: &mut LuaRound, pods: Vec<CompactObject>) -> Vec<ObjectId> {
     pods.into_iter()
-        .map(|p| round.add_object(p).expect("pod converts"))
+        .map(|p| round.add_compact(p).expect("pod converts"))
         .collect()
 }
 
@@ -124,7 +127,7 @@ struct Figures {
     lua_kib: usize,
 }
 
-fn figures(pods: &[Value], conversion: Conversion) -> Figures {
+fn figures(pods: &[CompactObject], conversion: Conversion) -> Figures {
     // A deadline far away: on a loaded machine a slow run is a figure, not a failure.
     let limits = LuaLimits {
         deadline: Duration::from_secs(30),
@@ -192,8 +195,9 @@ fn main() {
     let pods: Vec<Value> = (0..OBJECTS).map(pod).collect();
     let bytes: usize = pods.iter().map(|p| p.to_string().len()).sum();
     let values: usize = pods.iter().map(count_values).sum();
-    let lazy = figures(&pods, Conversion::Lazy);
-    let eager = figures(&pods, Conversion::Eager);
+    let compact: Vec<CompactObject> = pods.iter().map(CompactObject::from).collect();
+    let lazy = figures(&compact, Conversion::Lazy);
+    let eager = figures(&compact, Conversion::Eager);
     let floor = floor(&pods);
     println!(
         "lua_round objects={OBJECTS} json_kib={} json_values={values} repeats={REPEATS} engine=lua54",

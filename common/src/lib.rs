@@ -6,6 +6,7 @@
 //! - [`enrol`]: bootstrap tokens, the hub CA pin, registration and rotation messages,
 //!   and the key-set rules.
 //! - [`checks`]: selector templates, label-selector strings, resolved resource queries.
+//! - [`compact`]: objects kept as compact JSON text, parsed where they are read.
 //! - [`selector`]: Kubernetes label-selector matching.
 //! - [`duration`]: Go-style duration strings (`10m`, `1h30m`) as used in check specs.
 //! - [`lua`]: the Luau sandbox that evaluates Lua checks over Kubernetes objects.
@@ -15,6 +16,7 @@
 pub mod api;
 pub mod checks;
 pub mod cli;
+pub mod compact;
 pub mod duration;
 pub mod enrol;
 pub mod lua;

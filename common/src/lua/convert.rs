@@ -1,45 +1,51 @@
-//! JSON to Lua, one level at a time: the round keeps its objects as JSON ([`Nodes`]) and
-//! converts a node (an object or array) to a Lua table when a script first touches it
-//! ([`materialise`]); its child objects and arrays become proxies (see `objects.lua`) that
+//! JSON to Lua, one level at a time: the round keeps its objects as compact JSON text
+//! ([`Nodes`]) and converts a node (an object or array) to a Lua table when a script first
+//! touches it ([`materialise`]), parsing only that level of the text; its child objects
+//! and arrays become proxies (see `objects.lua`) holding their place in the text, and
 //! convert in turn.
 
+use std::borrow::Cow;
+
 use mlua::{Either, Function, Lua, Table};
-use serde_json::Value as Json;
 
 use super::Conversion;
+use crate::compact::CompactObject;
+
+mod level;
+
+use level::{Item, Level};
 
 /// Deepest nesting converted (tables within tables, the object itself being one);
 /// Kubernetes objects stay far below it. A script that reaches a table past it fails, and
 /// only that script: the rest of the object, and every other object, still reads normally.
 pub(super) const MAX_DEPTH: usize = 64;
 
-/// Where a node is: a whole object of the round, or the child at a position of a node.
+/// Where a node is: the byte range of its JSON text within object `object`'s text, and how
+/// many tables deep it is (an object's root is 1).
 #[derive(Clone, Copy, Debug)]
-enum NodeRef {
-    Root(u32),
-    /// `depth`: how many tables deep the node is (a root is 1).
-    Child {
-        parent: u32,
-        position: u32,
-        depth: u16,
-    },
+struct NodeRef {
+    object: u32,
+    start: u32,
+    end: u32,
+    depth: u16,
 }
 
-/// The round's objects as JSON and every node handed to Lua so far (kept as Lua app data,
-/// so `materialise` can reach it).
+/// The round's objects as JSON text and every pending node handed to Lua so far (kept as
+/// Lua app data, so `materialise` can reach it).
 #[derive(Debug)]
 pub(super) struct Nodes {
-    objects: Vec<Json>,
+    objects: Vec<CompactObject>,
     refs: Vec<NodeRef>,
     kit: Kit,
     /// Every table converts with its parent (eager conversion, the benchmark's baseline).
     eager: bool,
 }
 
-/// Most values in an array element converted in the same call as its array: a callback
-/// into Rust costs about as much as converting a few dozen values, and the elements of an
-/// array (conditions, containers, ports) are mostly read in a loop over all of them.
-pub(super) const BULK_VALUES: usize = 48;
+/// Largest array element (bytes of JSON) converted in the same call as its array: a
+/// callback into Rust costs about as much as converting a few dozen values (some 1,000
+/// bytes of JSON), and the elements of an array (conditions, containers, ports) are mostly
+/// read in a loop over all of them.
+pub(super) const BULK_BYTES: usize = 1024;
 
 /// What `objects.lua` gives [`materialise`] to build proxies with.
 #[derive(Debug)]
@@ -77,46 +83,29 @@ impl Nodes {
         }
     }
 
-    /// Takes `object`; returns the node id of its root.
-    pub(super) fn add(&mut self, object: Json) -> u32 {
+    /// Takes `object`; returns the node id of its root, or `None` when its text is too
+    /// long to address (4 GiB).
+    pub(super) fn add(&mut self, object: CompactObject) -> Option<u32> {
         let id = self.refs.len() as u32;
-        self.refs.push(NodeRef::Root(self.objects.len() as u32));
+        self.refs.push(NodeRef {
+            object: u32::try_from(self.objects.len()).ok()?,
+            start: 0,
+            end: u32::try_from(object.text().len()).ok()?,
+            depth: 1,
+        });
         self.objects.push(object);
-        id
+        Some(id)
     }
 
     /// The `index`th object added.
-    pub(super) fn object(&self, index: u32) -> Option<&Json> {
+    pub(super) fn object(&self, index: u32) -> Option<&CompactObject> {
         self.objects.get(index as usize)
-    }
-}
-
-fn resolve<'a>(objects: &'a [Json], refs: &[NodeRef], id: u32) -> Option<&'a Json> {
-    match *refs.get(id as usize)? {
-        NodeRef::Root(o) => objects.get(o as usize),
-        NodeRef::Child {
-            parent, position, ..
-        } => match resolve(objects, refs, parent)? {
-            Json::Object(map) => map.values().nth(position as usize),
-            Json::Array(items) => items.get(position as usize),
-            _ => None,
-        },
-    }
-}
-
-/// The index of the object node `id` belongs to.
-fn root_of(refs: &[NodeRef], mut id: u32) -> Option<u32> {
-    loop {
-        match *refs.get(id as usize)? {
-            NodeRef::Root(o) => return Some(o),
-            NodeRef::Child { parent, .. } => id = parent,
-        }
     }
 }
 
 /// Converts node `id` for its pending proxy `proxy`: builds its content (scalars set;
 /// `null` left out, so it reads as `nil`), gives `proxy` its own metatable reading through
-/// to it, and returns that metatable. Array elements of at most [`BULK_VALUES`] values are
+/// to it, and returns that metatable. Array elements of at most [`BULK_BYTES`] are
 /// converted in the same call (one callback instead of one per element); other members
 /// that are tables, and any past [`MAX_DEPTH`], become pending proxies that convert when
 /// touched.
@@ -130,40 +119,40 @@ pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Tabl
         kit,
         eager,
     } = &mut *nodes;
-    let depth = match refs.get(id as usize) {
-        Some(NodeRef::Child { depth, .. }) => *depth,
-        _ => 1,
-    };
-    if usize::from(depth) > MAX_DEPTH {
-        let object = root_of(refs, id).and_then(|o| objects.get(o as usize));
+    let node = *refs
+        .get(id as usize)
+        .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
+    let object = objects
+        .get(node.object as usize)
+        .ok_or_else(|| mlua::Error::runtime(format!("no object for node {id}")))?;
+    if usize::from(node.depth) > MAX_DEPTH {
         return Err(mlua::Error::runtime(format!(
             "{} is nested deeper than {MAX_DEPTH} levels, and the script read past that depth; \
              read fields nearer the top of the object",
-            object.map_or_else(|| "the object".to_string(), super::round::object_label)
+            object.label()
         )));
     }
-    let json = resolve(objects, refs, id)
-        .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
-    if !matches!(json, Json::Object(_) | Json::Array(_)) {
-        return Err(mlua::Error::runtime(format!(
-            "object node {id} is not a table"
-        )));
-    }
+    let text = object
+        .text()
+        .get(node.start as usize..node.end as usize)
+        .filter(|t| t.starts_with(['{', '[']))
+        .ok_or_else(|| mlua::Error::runtime(format!("object node {id} is not a table")))?;
     let mut builder = Builder {
         lua,
         kit,
         refs,
+        object: node.object,
         // In an eager round every subtree is converted with its parent.
         in_bulk: *eager,
     };
-    let content = builder.content(json, id, depth)?;
+    let content = builder.content(text, node.start as usize, node.depth)?;
     proxy.raw_set(&kit.id_key, mlua::Value::Nil)?;
     builder.attach(&proxy, content)
 }
 
 /// A member as it is pushed into its table: a scalar (strings pushed straight from the
-/// JSON, no handle per value) or a proxy; `None` (JSON `null`) leaves a hole.
-type Member<'j> = Option<Either<Either<&'j str, bool>, Either<Either<i64, f64>, Table>>>;
+/// JSON text, no handle per value) or a proxy; `None` (JSON `null`) leaves a hole.
+type Member<'j> = Option<Either<Either<Cow<'j, str>, bool>, Either<Either<i64, f64>, Table>>>;
 
 /// Builds the Lua side of nodes: contents, proxies and their metatables. Each table is
 /// created filled in one call (one lock of the state per table, not one per value).
@@ -171,73 +160,80 @@ struct Builder<'a> {
     lua: &'a Lua,
     kit: &'a Kit,
     refs: &'a mut Vec<NodeRef>,
-    /// Building a subtree whose every table converts now (one within [`BULK_VALUES`], or
+    /// The object whose nodes are built.
+    object: u32,
+    /// Building a subtree whose every table converts now (one within [`BULK_BYTES`], or
     /// any in an eager round).
     in_bulk: bool,
 }
 
 impl Builder<'_> {
-    /// The content table of `json` (node `id`, `depth` tables deep): scalars as values,
-    /// object and array members as proxies.
-    fn content(&mut self, json: &Json, id: u32, depth: u16) -> mlua::Result<Table> {
-        match json {
-            Json::Object(map) => {
+    /// The content table of `text` (a node's JSON, at byte `offset` of its object's text,
+    /// `depth` tables deep): scalars as values, object and array members as proxies.
+    fn content(&mut self, text: &str, offset: usize, depth: u16) -> mlua::Result<Table> {
+        let level = level::parse(text).map_err(|e| bad_json(self.object, e))?;
+        match level {
+            Level::Object(map) => {
                 let mut members = Vec::with_capacity(map.len());
-                for (position, (key, value)) in map.iter().enumerate() {
-                    if !value.is_null() {
-                        members.push((
-                            key.as_str(),
-                            self.member(value, id, position, depth, false)?,
-                        ));
+                for (key, raw) in map {
+                    if let Some(member) = self.member(text, offset, raw, depth, false)? {
+                        members.push((key, member));
                     }
                 }
                 self.lua.create_table_from(members)
             }
-            Json::Array(items) => {
+            Level::Array(items) => {
                 let mut members = Vec::with_capacity(items.len());
-                for (position, item) in items.iter().enumerate() {
-                    members.push(self.member(item, id, position, depth, true)?);
+                for raw in items {
+                    members.push(self.member(text, offset, raw, depth, true)?);
                 }
                 self.lua.create_sequence_from(members)
             }
-            _ => self.lua.create_table(),
         }
     }
 
-    /// A member of node `parent` at `position`: a scalar, or a proxy of the member. An
-    /// element of an array (`in_array`) whose subtree is small converts now, with the
-    /// array: arrays are mostly read whole (conditions, containers, ports), while an
-    /// object's members are read by name, so converting its untouched siblings would be
-    /// wasted. Nothing past [`MAX_DEPTH`] converts before it is touched.
+    /// A member `raw` of node `text` (at `offset`, `depth` deep): a scalar, or a proxy of
+    /// the member. An element of an array (`in_array`) whose JSON is small converts now,
+    /// with the array: arrays are mostly read whole (conditions, containers, ports), while
+    /// an object's members are read by name, so converting its untouched siblings would
+    /// be wasted. Nothing past [`MAX_DEPTH`] converts before it is touched.
     fn member<'j>(
         &mut self,
-        json: &'j Json,
-        parent: u32,
-        position: usize,
+        text: &str,
+        offset: usize,
+        raw: &'j serde_json::value::RawValue,
         depth: u16,
         in_array: bool,
     ) -> mlua::Result<Member<'j>> {
-        if !matches!(json, Json::Object(_) | Json::Array(_)) {
-            return Ok(scalar(json));
-        }
+        let range = match level::item(text, raw).map_err(|e| bad_json(self.object, e))? {
+            Item::Null => return Ok(None),
+            Item::Bool(b) => return Ok(Some(Either::Left(Either::Right(b)))),
+            Item::Int(i) => return Ok(Some(Either::Right(Either::Left(Either::Left(i))))),
+            Item::Float(f) => return Ok(Some(Either::Right(Either::Left(Either::Right(f))))),
+            Item::Str(s) => return Ok(Some(Either::Left(Either::Left(s)))),
+            Item::Node(range) => range,
+        };
         let child_depth = depth.saturating_add(1);
-        let child = self.refs.len() as u32;
-        self.refs.push(NodeRef::Child {
-            parent,
-            position: position as u32,
-            depth: child_depth,
-        });
+        let start = offset + range.start;
         let proxy = if usize::from(child_depth) <= MAX_DEPTH
-            && (self.in_bulk || (in_array && within(json, BULK_VALUES)))
+            && (self.in_bulk || (in_array && range.len() <= BULK_BYTES))
         {
             // Every member of a subtree within the bulk limit is converted with it.
             let outer = std::mem::replace(&mut self.in_bulk, true);
-            let content = self.content(json, child, child_depth);
+            let content = self.content(raw.get(), start, child_depth);
             self.in_bulk = outer;
             let proxy = self.lua.create_table()?;
             self.attach(&proxy, content?)?;
             proxy
         } else {
+            let child = self.refs.len() as u32;
+            self.refs.push(NodeRef {
+                object: self.object,
+                // Within the object's text, whose length fits in a u32.
+                start: start as u32,
+                end: (start + range.len()) as u32,
+                depth: child_depth,
+            });
             let proxy = self.lua.create_table_from([(&self.kit.id_key, child)])?;
             proxy.set_metatable(Some(self.kit.pending.clone()))?;
             proxy
@@ -259,56 +255,7 @@ impl Builder<'_> {
     }
 }
 
-/// Whether `json` holds at most `limit` values (itself included), counted with an early
-/// stop: a large subtree costs `limit` steps to rule out, not its size.
-fn within(json: &Json, limit: usize) -> bool {
-    fn count(json: &Json, left: &mut usize) -> bool {
-        if *left == 0 {
-            return false;
-        }
-        *left -= 1;
-        match json {
-            Json::Object(map) => map.values().all(|v| count(v, left)),
-            Json::Array(items) => items.iter().all(|v| count(v, left)),
-            _ => true,
-        }
-    }
-    count(json, &mut { limit })
-}
-
-/// A string, boolean or number (`None` for `null`). Numbers with an integral value become
-/// Lua integers (so they print as `3`, as in gopher-lua), others floats; integers beyond
-/// 2^63 lose precision (Kubernetes keeps such values in strings).
-fn scalar(value: &Json) -> Member<'_> {
-    Some(match value {
-        Json::Bool(b) => Either::Left(Either::Right(*b)),
-        Json::Number(n) => Either::Right(Either::Left(match n.as_i64() {
-            Some(i) => Either::Left(i),
-            None => {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                if f.fract() == 0.0 && f.abs() < 9.0e18 {
-                    Either::Left(f as i64)
-                } else {
-                    Either::Right(f)
-                }
-            }
-        })),
-        Json::String(s) => Either::Left(Either::Left(s.as_str())),
-        _ => return None,
-    })
-}
-
-/// Deepest nesting of a JSON value (a scalar is 0).
-pub(super) fn depth(value: &Json) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((v, d)) = stack.pop() {
-        deepest = deepest.max(d);
-        match v {
-            Json::Object(map) => stack.extend(map.values().map(|c| (c, d + 1))),
-            Json::Array(items) => stack.extend(items.iter().map(|c| (c, d + 1))),
-            _ => {}
-        }
-    }
-    deepest
+/// An object's text did not parse (it was written from a JSON value, so it always does).
+fn bad_json(object: u32, e: serde_json::Error) -> mlua::Error {
+    mlua::Error::runtime(format!("object {object} is not valid JSON: {e}"))
 }

@@ -12,11 +12,12 @@ use mlua::state::{GcGenParams, GcMode};
 use mlua::{Function, Lua, Table, Value};
 
 use super::MAX_SCRIPT_BYTES;
-use super::convert::{MAX_DEPTH, Nodes, depth};
+use super::convert::{MAX_DEPTH, Nodes};
 use super::error::classify;
 use super::outcome::{describe, read_outcome};
 use super::sandbox::{DeadlineGuard, Machinery, new_state};
 use super::{Conversion, CtxValue, LuaError, LuaLimits, LuaOutcome, ObjectId};
+use crate::compact::CompactObject;
 
 mod per_object;
 
@@ -84,31 +85,37 @@ impl LuaRound {
     /// Takes `object` (a Kubernetes object as JSON) into the round. Scripts never see
     /// `metadata.managedFields` (the live agent drops it when listing; dropping it here
     /// too makes `eval` see the same objects).
-    pub fn add_object(&mut self, mut object: serde_json::Value) -> Result<ObjectId, LuaError> {
-        let conversion = |object: &serde_json::Value, reason: String| LuaError::Conversion {
-            object: object_label(object),
-            reason,
+    pub fn add_object(&mut self, object: serde_json::Value) -> Result<ObjectId, LuaError> {
+        self.add_compact(CompactObject::from(object))
+    }
+
+    /// Takes `object` into the round as it is, kept as its text until scripts read it.
+    pub fn add_compact(&mut self, object: CompactObject) -> Result<ObjectId, LuaError> {
+        let conversion = |object: &CompactObject, reason: &str| LuaError::Conversion {
+            object: object.label(),
+            reason: reason.to_string(),
         };
-        let Some(map) = object.as_object_mut() else {
-            return Err(conversion(&object, "it is not a JSON object".to_string()));
-        };
-        if let Some(meta) = map
-            .get_mut("metadata")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            meta.remove("managedFields");
+        if !object.is_object() {
+            return Err(conversion(&object, "it is not a JSON object"));
         }
         let index = u32::try_from(self.roots.len())
-            .map_err(|_| conversion(&object, "the round is full".to_string()))?;
+            .map_err(|_| conversion(&object, "the round is full"))?;
         // An object nested too deeply is taken in all the same: only a check that reaches
         // past the limit fails (see `convert`), so eager conversion leaves it lazy.
-        let label = (matches!(self.conversion, Conversion::Eager) && depth(&object) <= MAX_DEPTH)
-            .then(|| object_label(&object));
+        let label = (matches!(self.conversion, Conversion::Eager) && object.depth() <= MAX_DEPTH)
+            .then(|| object.label());
+        if u32::try_from(object.text().len()).is_err() {
+            return Err(conversion(&object, "its JSON is longer than 4 GiB"));
+        }
         let node = self
             .lua
             .app_data_mut::<Nodes>()
             .expect("the round's nodes are set at creation")
-            .add(object);
+            .add(object)
+            .ok_or_else(|| LuaError::Conversion {
+                object: "an object".to_string(),
+                reason: "the round is full".to_string(),
+            })?;
         self.roots.push(node);
         if let Some(label) = label {
             // Objects live as long as the round: collecting while converting them is
@@ -353,14 +360,4 @@ impl From<mlua::Error> for Failure {
 /// not converted).
 fn call_first(evaluate: &Function, resources: Table) -> mlua::Result<Value> {
     evaluate.call::<Value>(resources)
-}
-
-/// `Kind namespace/name` of an object, for conversion errors.
-pub(super) fn object_label(object: &serde_json::Value) -> String {
-    let kind = object["kind"].as_str().unwrap_or("object");
-    let name = object["metadata"]["name"].as_str().unwrap_or("<unnamed>");
-    match object["metadata"]["namespace"].as_str() {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
 }

@@ -8,7 +8,7 @@ use mlua::{Table, Value};
 
 use super::super::outcome::describe;
 use super::super::{LuaError, LuaOutcome, ObjectId};
-use super::{Failure, LuaRound, object_label};
+use super::{Failure, LuaRound};
 use crate::protocol::limits::truncate_message;
 
 /// Argo CD's health statuses; only `Healthy` passes.
@@ -109,7 +109,7 @@ impl LuaRound {
     fn label(&self, id: ObjectId) -> String {
         self.lua
             .app_data_ref::<super::Nodes>()
-            .and_then(|nodes| nodes.object(id.index).map(object_label))
+            .and_then(|nodes| nodes.object(id.index).map(|o| o.label()))
             .unwrap_or_else(|| "object".to_string())
     }
 }
