@@ -5,8 +5,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fleetpulse_common::compact::CompactObject;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::Value;
 
 use fleetpulse_common::checks::lua_batch::{Batch, CheckRun};
 pub use fleetpulse_common::checks::lua_batch::{LuaCheck, Script};
@@ -41,14 +41,15 @@ pub async fn run_each(
     if count == 0 {
         return (Vec::new(), 0);
     }
-    let mut listed: Vec<Result<Vec<Value>, String>> = Vec::with_capacity(batch.queries().len());
+    let mut listed: Vec<Result<Vec<CompactObject>, String>> =
+        Vec::with_capacity(batch.queries().len());
     for query in batch.queries() {
-        listed.push(reader.list(query).await.map_err(|e| e.to_string()));
+        listed.push(reader.list_compact(query).await.map_err(|e| e.to_string()));
     }
     let evaluated = tokio::task::spawn_blocking(move || {
         let mut done = 0;
         let evaluated = catch_unwind(AssertUnwindSafe(|| {
-            batch.evaluate_each(listed, limits, |i, run| {
+            batch.evaluate_compact_each(listed, limits, |i, run| {
                 done = i + 1;
                 each(i, run);
             })

@@ -19,6 +19,7 @@ use super::RunOutcome;
 use super::cel::CelFilter;
 use super::query::Query;
 use crate::api::ResourceSelector;
+use crate::compact::CompactObject;
 use crate::lua::{CtxValue, LuaError, LuaLimits, LuaOutcome, LuaRound, ObjectId};
 
 mod run;
@@ -139,6 +140,27 @@ impl Batch {
         &self,
         listed: Vec<Result<Vec<Value>, String>>,
         limits: LuaLimits,
+        each: impl FnMut(usize, &CheckRun),
+    ) -> Vec<CheckRun> {
+        self.round(listed, limits, each)
+    }
+
+    /// [`Batch::evaluate_each`] over objects kept as compact JSON text, as the agent lists
+    /// them (a `Value` is made compact as it is taken in, which is all the difference).
+    pub fn evaluate_compact_each(
+        &self,
+        listed: Vec<Result<Vec<CompactObject>, String>>,
+        limits: LuaLimits,
+        each: impl FnMut(usize, &CheckRun),
+    ) -> Vec<CheckRun> {
+        self.round(listed, limits, each)
+    }
+
+    /// One round over `listed`, whatever form its objects come in.
+    fn round<O: Into<CompactObject>>(
+        &self,
+        listed: Vec<Result<Vec<O>, String>>,
+        limits: LuaLimits,
         mut each: impl FnMut(usize, &CheckRun),
     ) -> Vec<CheckRun> {
         let set_up = LuaRound::new(limits).and_then(|mut round| {
@@ -183,10 +205,10 @@ impl Batch {
 
     /// Applies each query's `evaluateCEL` and takes every object into the round once;
     /// returns the ids per query (or why that query has none).
-    fn take_objects(
+    fn take_objects<O: Into<CompactObject>>(
         &self,
         round: &mut LuaRound,
-        listed: Vec<Result<Vec<Value>, String>>,
+        listed: Vec<Result<Vec<O>, String>>,
     ) -> Result<Vec<Result<Vec<ObjectId>, String>>, LuaError> {
         let mut by_key: HashMap<String, ObjectId> = HashMap::new();
         let mut selected = Vec::with_capacity(listed.len());
@@ -207,13 +229,15 @@ impl Batch {
             };
             let mut ids = Vec::with_capacity(objects.len());
             for object in objects {
-                if cel.as_ref().is_some_and(|f| !f.keeps(&object)) {
+                let object: CompactObject = object.into();
+                // CEL reads whole objects: each is parsed for it alone, then dropped.
+                if cel.as_ref().is_some_and(|f| !f.keeps(&object.to_value())) {
                     continue;
                 }
                 let key = object_key(&object);
                 let id = match by_key.get(&key) {
                     Some(id) => *id,
-                    None => *by_key.entry(key).or_insert(round.add_object(object)?),
+                    None => *by_key.entry(key).or_insert(round.add_compact(object)?),
                 };
                 ids.push(id);
             }
@@ -291,20 +315,15 @@ fn run(
     }
 }
 
-fn object_key(object: &Value) -> String {
-    let s = |p: &str| {
-        object
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+/// `apiVersion|kind|namespace|name`: an object selected by several queries is taken in once.
+fn object_key(object: &CompactObject) -> String {
+    let id = object.identity();
     format!(
         "{}|{}|{}|{}",
-        s("/apiVersion"),
-        s("/kind"),
-        s("/metadata/namespace"),
-        s("/metadata/name")
+        id.api_version,
+        id.kind,
+        id.metadata.namespace.as_deref().unwrap_or_default(),
+        id.metadata.name.as_deref().unwrap_or_default()
     )
 }
 

@@ -165,3 +165,32 @@ async fn a_list_longer_than_a_page_returns_every_object_once_in_order() {
         query(json!({"version": "v1", "kind": "ConfigMap", "namespace": "team-b", "name": "nope"}));
     assert!(reader.list(&absent).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_compact_listing_holds_the_same_objects_as_the_listing_of_values() {
+    let sim = KubeSim::new();
+    for i in 0..7 {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("cm-{i}"), "namespace": "default",
+                         "labels": {"app": if i % 2 == 0 { "web" } else { "db" }}},
+            "data": {"note": "say \"hi\"\n"}
+        }))
+        .unwrap();
+        Api::namespaced(sim.client(), "default")
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let reader = KubeReader::new(sim.client()).with_page_size(3);
+    for selector in [
+        json!({"version": "v1", "kind": "ConfigMap", "namespace": "default", "selector": "app=web"}),
+        json!({"version": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cm-3"}),
+    ] {
+        let query = query(selector);
+        let values = reader.list(&query).await.unwrap();
+        let compact = reader.list_compact(&query).await.unwrap();
+        assert!(!values.is_empty());
+        let parsed: Vec<Value> = compact.iter().map(|o| o.to_value()).collect();
+        assert_eq!(parsed, values, "the same objects, selected the same way");
+    }
+}
