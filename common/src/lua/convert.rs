@@ -259,3 +259,6 @@ impl Builder<'_> {
 fn bad_json(object: u32, e: serde_json::Error) -> mlua::Error {
     mlua::Error::runtime(format!("object {object} is not valid JSON: {e}"))
 }
+
+#[cfg(test)]
+mod tests;
