@@ -42,22 +42,34 @@ pub(super) fn item<'t>(text: &str, raw: &'t RawValue) -> serde_json::Result<Item
             let start = json.as_ptr().addr() - text.as_ptr().addr();
             Item::Node(start..start + json.len())
         }
-        Some(b'"') => Item::Str(serde_json::from_str::<Text>(json)?.0),
+        // Read as it stands unless it has escapes (the parse of its level checked it).
+        Some(b'"') => match json.get(1..json.len() - 1) {
+            Some(inner) if !inner.contains('\\') => Item::Str(Cow::Borrowed(inner)),
+            _ => Item::Str(serde_json::from_str::<Text>(json)?.0),
+        },
         Some(b't') => Item::Bool(true),
         Some(b'f') => Item::Bool(false),
         Some(b'n') => Item::Null,
-        _ => {
-            let n: serde_json::Number = serde_json::from_str(json)?;
-            match n.as_i64() {
-                Some(i) => Item::Int(i),
-                None => {
-                    let f = n.as_f64().unwrap_or(f64::NAN);
-                    if f.fract() == 0.0 && f.abs() < 9.0e18 {
-                        Item::Int(f as i64)
-                    } else {
-                        Item::Float(f)
-                    }
-                }
+        // Most numbers are plain integers (JSON has no `+`, which is all Rust reads beyond
+        // JSON's integers): read without a parser.
+        _ => match json.parse::<i64>() {
+            Ok(i) => Item::Int(i),
+            Err(_) => number(json)?,
+        },
+    })
+}
+
+/// A number that is not an integer within an i64.
+fn number(json: &str) -> serde_json::Result<Item<'_>> {
+    let n: serde_json::Number = serde_json::from_str(json)?;
+    Ok(match n.as_i64() {
+        Some(i) => Item::Int(i),
+        None => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f.fract() == 0.0 && f.abs() < 9.0e18 {
+                Item::Int(f as i64)
+            } else {
+                Item::Float(f)
             }
         }
     })
