@@ -3,9 +3,10 @@
 //! mlua) with the library of Lua 5.1 as gopher-lua has it.
 //!
 //! One [`LuaRound`] is one Lua state for one evaluation round: every Kubernetes object of
-//! the round is kept as JSON ([`LuaRound::add_object`]) and converted to Lua tables level
-//! by level, when a script first touches it; what is converted is shared by every check of
-//! the round ([`LuaRound::evaluate`]).
+//! the round is kept as its compact JSON text ([`LuaRound::add_compact`], or
+//! [`LuaRound::add_object`] from a JSON value) and converted to Lua tables level by level,
+//! each level parsed from the text when a script first touches it; what is converted is
+//! shared by every check of the round ([`LuaRound::evaluate`]).
 //!
 //! # What a script sees
 //!
