@@ -49,3 +49,24 @@ fn depth_counts_nesting_and_ignores_brackets_in_strings() {
     assert_eq!(object.depth(), 4);
     assert_eq!(CompactObject::from(json!("x")).depth(), 0);
 }
+
+/// An object nested deeper than a JSON parser's recursion limit.
+fn nested(name: &str, depth: usize) -> CompactObject {
+    let mut deep = json!("bottom");
+    for _ in 0..depth {
+        deep = json!({ "x": deep });
+    }
+    CompactObject::from(json!({
+        "apiVersion": "example.com/v1", "kind": "Deep",
+        "metadata": { "name": name, "namespace": "a" },
+        "spec": deep
+    }))
+}
+
+#[test]
+fn identity_is_read_even_past_the_parsers_recursion_limit() {
+    let (one, two) = (nested("one", 300), nested("two", 300));
+    assert_eq!(one.identity().metadata.name.as_deref(), Some("one"));
+    assert_ne!(one.identity(), two.identity());
+    assert_eq!(two.label(), "Deep a/two");
+}
