@@ -49,7 +49,7 @@ pub struct ClusterEntry {
     /// The HealthPolicies that apply, each with the messages of its checks skipped here.
     policies: Vec<(String, Vec<String>)>,
     /// The keys this cluster lists, parsed once: key id, key, revoked.
-    keys: Vec<(String, VerifyingKey, bool)>,
+    keys: Box<[(String, VerifyingKey, bool)]>,
     /// Runtime state, kept across changes.
     pub state: Arc<Mutex<ClusterState>>,
 }
@@ -94,8 +94,9 @@ pub struct Applied {
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
     clusters: OrdMap<ClusterId, Arc<ClusterEntry>>,
-    /// Every cluster that lists a key, in namespace/name order: the first owns it.
-    keys: imbl::HashMap<String, OrdMap<ClusterId, KeyBinding>>,
+    /// Every cluster that lists a key, in namespace/name order: the first owns it. Nearly
+    /// always one, so a sorted `Vec` (a B-tree node here cost about 4.8 KB per cluster).
+    keys: imbl::HashMap<String, Vec<KeyBinding>>,
     cluster_sets: OrdMap<String, Arc<ClusterSet>>,
     sets: OrdMap<ClusterId, Arc<Set>>,
     policies: OrdMap<PolicyKey, Arc<HealthPolicy>>,
@@ -230,7 +231,7 @@ impl Registry {
             hub_checks,
             hub_refused,
             policies: derived.policies,
-            keys: listed_keys,
+            keys: listed_keys.into(),
             id,
             object,
             state,
@@ -245,20 +246,21 @@ impl Registry {
         problems: &mut Vec<String>,
     ) {
         for (kid, key, revoked) in &entry.keys {
+            let binding = KeyBinding {
+                cluster: entry.id.clone(),
+                key: *key,
+                revoked: *revoked,
+            };
             let claimants = self.keys.entry(kid.clone()).or_default();
-            claimants.insert(
-                entry.id.clone(),
-                KeyBinding {
-                    cluster: entry.id.clone(),
-                    key: *key,
-                    revoked: *revoked,
-                },
-            );
+            match claimants.binary_search_by(|c| c.cluster.cmp(&entry.id)) {
+                Ok(at) => claimants[at] = binding,
+                Err(_) if claimants.is_empty() => *claimants = vec![binding],
+                Err(at) => claimants.insert(at, binding),
+            }
             if claimants.len() > 1 {
-                let mut ids = claimants.keys();
-                let owner = ids.next().expect("two claimants");
+                let owner = &claimants[0].cluster;
                 let ignored = if *owner == entry.id {
-                    ids.next().expect("two claimants")
+                    &claimants[1].cluster
                 } else {
                     &entry.id
                 };
@@ -282,7 +284,7 @@ impl Registry {
     fn unbind(&mut self, entry: &ClusterEntry, touched: &mut BTreeSet<PolicyKey>) {
         for (kid, _, _) in &entry.keys {
             if let Some(claimants) = self.keys.get_mut(kid) {
-                claimants.remove(&entry.id);
+                claimants.retain(|c| c.cluster != entry.id);
                 if claimants.is_empty() {
                     self.keys.remove(kid);
                 }
@@ -323,7 +325,7 @@ impl Registry {
 
     /// A key by key id: its owner (the first cluster listing it).
     pub fn key(&self, kid: &str) -> Option<&KeyBinding> {
-        self.keys.get(kid).and_then(|c| c.values().next())
+        self.keys.get(kid).and_then(|c| c.first())
     }
 
     /// Every ClusterSet, by name.
