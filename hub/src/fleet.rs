@@ -89,8 +89,6 @@ pub struct Fleet {
     /// The objects hub-side checks read (kept apart from the registry: they change often,
     /// and a change only affects the next check round).
     hub_objects: RwLock<Arc<Vec<serde_json::Value>>>,
-    /// Each cluster's recent condition transitions, for `describe`.
-    transitions: Mutex<transitions::TransitionLog>,
     /// Keys enrolled with bootstrap tokens, consulted for keys no spec lists.
     enrolled: std::sync::OnceLock<Arc<dyn crate::enrolment::EnrolledKeys>>,
     /// Notified after every evaluation of the sets (a health transition, an object change,
@@ -123,7 +121,6 @@ impl Fleet {
             prometheus,
             states: Mutex::new(HashMap::new()),
             hub_objects: RwLock::new(Arc::new(Vec::new())),
-            transitions: Mutex::new(Default::default()),
             enrolled: std::sync::OnceLock::new(),
             decided: Arc::new(tokio::sync::Notify::new()),
             mirrors: std::sync::OnceLock::new(),
@@ -294,7 +291,7 @@ impl Fleet {
             }
             if changed {
                 any_changed = true;
-                self.write_status(&entry.id, &state);
+                self.write_status(&entry.id, &mut state);
                 drop(state);
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
             }

@@ -89,7 +89,7 @@ impl Fleet {
                     .is_some_and(|keys| keys.rotation_requested(&entry.id)),
         };
         if changed {
-            self.write_status(&entry.id, &state);
+            self.write_status(&entry.id, &mut state);
         }
         drop(state);
         if changed {

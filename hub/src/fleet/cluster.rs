@@ -65,6 +65,8 @@ pub struct ClusterState {
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
     extra: Vec<Condition>,
+    /// The statuses last written and the recent transitions (`describe`).
+    pub transitions: super::transitions::TransitionLog,
 }
 
 impl ClusterState {
@@ -96,6 +98,7 @@ impl ClusterState {
             checks: status.checks,
             sharing: SharedKey::default(),
             extra,
+            transitions: Default::default(),
         }
     }
 

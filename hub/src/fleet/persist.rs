@@ -153,7 +153,7 @@ impl Fleet {
         };
         let mut state = entry.state.lock();
         if state.set_extra(type_, value, wall) {
-            self.write_status(cluster, &state);
+            self.write_status(cluster, &mut state);
         }
     }
 
@@ -166,13 +166,11 @@ impl Fleet {
     /// by a later one (a heartbeat's transition by the mirror feed's `Mirrored`, say) and
     /// then overwrite it for good: status is written on transitions only, so nothing
     /// would write the lost condition again.
-    pub(super) fn write_status(&self, cluster: &ClusterId, state: &ClusterState) {
+    pub(super) fn write_status(&self, cluster: &ClusterId, state: &mut ClusterState) {
         let record = state.record();
         self.metrics.status_writes.inc();
-        (self.transitions.lock()).observe(cluster, &record.status.conditions);
-        self.metrics
-            .transitions
-            .written(cluster, &record.status.conditions);
+        let observed = state.transitions.observe(&record.status.conditions);
+        self.metrics.transitions.written(&observed);
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),
             record,

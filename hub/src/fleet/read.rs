@@ -46,7 +46,10 @@ impl Fleet {
 
     /// The cluster's recent condition transitions, oldest first.
     pub fn recent_transitions(&self, cluster: &ClusterId) -> Vec<transitions::Transition> {
-        self.transitions.lock().recent(cluster)
+        let state = self.states.lock().get(cluster).cloned();
+        state
+            .map(|s| s.lock().transitions.recent())
+            .unwrap_or_default()
     }
 }
 

@@ -3,12 +3,10 @@
 //! `--per-cluster-metrics` turns on for fleets whose series budget allows three series per
 //! condition and cluster.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
-use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use fleetpulse_common::protocol::report::ClusterId;
+
+use crate::fleet::transitions::Observed;
 
 /// Labels of a condition transition: the condition, its new status and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,8 +48,6 @@ pub struct Transitions {
     transitions: Family<TransitionLabels, Counter>,
     cluster_condition: Family<ClusterConditionLabels, Gauge>,
     per_cluster: AtomicBool,
-    /// Each cluster's condition statuses as last written.
-    last: Mutex<HashMap<ClusterId, Vec<(String, String)>>>,
     /// When this process started counting: a cluster's first write since then counts
     /// the conditions that changed after it (the ones restored from the store did not).
     started: Timestamp,
@@ -61,7 +59,6 @@ impl Default for Transitions {
             transitions: Family::default(),
             cluster_condition: Family::default(),
             per_cluster: AtomicBool::new(false),
-            last: Mutex::default(),
             started: Timestamp::now(),
         }
     }
@@ -92,16 +89,14 @@ impl Transitions {
         self.per_cluster.load(Ordering::Relaxed)
     }
 
-    /// Counts the transitions in a status write of `cluster` with these `conditions`.
-    pub fn written(&self, cluster: &ClusterId, conditions: &[Condition]) {
-        let mut last = self.last.lock();
-        let before = last.get(cluster);
-        for c in conditions {
-            let changed = match before {
-                Some(before) => !before.iter().any(|(t, s)| *t == c.type_ && *s == c.status),
-                None => c.status != "Unknown" && c.last_transition_time.0 >= self.started,
-            };
-            if changed {
+    /// Counts the transitions of one status write. A cluster's first write in this process
+    /// counts only the conditions that changed since it started (those restored from the
+    /// store did not).
+    pub fn written(&self, observed: &Observed<'_>) {
+        for c in &observed.changed {
+            let counted = !observed.first
+                || (c.status != "Unknown" && c.last_transition_time.0 >= self.started);
+            if counted {
                 self.transitions
                     .get_or_create(&TransitionLabels {
                         condition: c.type_.clone(),
@@ -111,11 +106,6 @@ impl Transitions {
                     .inc();
             }
         }
-        let now = conditions
-            .iter()
-            .map(|c| (c.type_.clone(), c.status.clone()))
-            .collect();
-        last.insert(cluster.clone(), now);
     }
 
     /// Replaces the per-cluster gauges with these clusters' conditions.

@@ -5,6 +5,7 @@ use fleetpulse_common::api::{ClusterRef, SetStatus};
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::*;
+use crate::fleet::transitions::TransitionLog;
 
 fn encode(registry: &Registry) -> String {
     let mut text = String::new();
@@ -103,8 +104,9 @@ fn a_transition_is_counted_once_and_conditions_restored_from_before_start_are_no
         condition("Reachable", "False", "HeartbeatsStopped", now),
         condition("Ready", "True", "ChecksPassed", long_ago),
     ];
-    m.transitions.written(&id, &first);
-    m.transitions.written(&id, &first);
+    let mut log = TransitionLog::default();
+    m.transitions.written(&log.observe(&first));
+    m.transitions.written(&log.observe(&first));
     let text = encode(&registry);
     assert_has(
         &text,
