@@ -13,6 +13,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
 
+use fleetpulse_common::api::{HealthPolicy, MemberCluster, Set};
+
 use crate::admission::Admission;
 use crate::fleet::Fleet;
 use crate::limiter::failures::FailureLimit;
@@ -47,14 +49,14 @@ pub fn router(state: AppState) -> Router {
 /// The admin router: the read API and `/metrics`, for operators, the CLI and Prometheus.
 pub fn admin_router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/memberclusters", get(read::member_clusters))
+        .route("/v1/memberclusters", get(read::objects::<MemberCluster>))
         .route(
             "/v1/memberclusters/{namespace}/{name}/transitions",
             get(read::transitions),
         )
         .route("/v1/clustersets", get(read::cluster_sets))
-        .route("/v1/sets", get(read::sets))
-        .route("/v1/healthpolicies", get(read::health_policies))
+        .route("/v1/sets", get(read::objects::<Set>))
+        .route("/v1/healthpolicies", get(read::objects::<HealthPolicy>))
         .route("/v1/hub", get(read::hub))
         .route("/metrics", get(metrics))
         .with_state(state)

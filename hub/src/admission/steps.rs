@@ -19,6 +19,11 @@ use super::Refusal;
 use crate::enrolment::EnrolledKeys;
 use crate::fleet::{ClusterEntry, Registry};
 
+/// A header's value, when it is present and visible ASCII.
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
 fn too_large() -> Refusal {
     Refusal::new(
         RejectCode::BodyTooLarge,
@@ -28,10 +33,8 @@ fn too_large() -> Refusal {
 
 /// Step 1, before reading: a declared `Content-Length` over [`MAX_BODY_BYTES`].
 pub fn declared_size(headers: &HeaderMap) -> Result<(), Refusal> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared =
+        header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.trim().parse::<u64>().ok());
     match declared {
         Some(len) if len > MAX_BODY_BYTES as u64 => Err(too_large()),
         _ => Ok(()),
@@ -53,16 +56,13 @@ pub async fn read_body(body: Body) -> Result<Bytes, Refusal> {
 
 /// Step 2: the body is a JWS compact serialization (`application/jose`).
 pub fn media_type(headers: &HeaderMap) -> Result<(), Refusal> {
-    let media = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        });
+    let media = header_str(headers, header::CONTENT_TYPE).map(|v| {
+        v.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+    });
     if media.as_deref() == Some(CONTENT_TYPE_JOSE) {
         Ok(())
     } else {
@@ -77,9 +77,7 @@ pub fn media_type(headers: &HeaderMap) -> Result<(), Refusal> {
 
 /// Where a config pull carries its JWS: `Authorization: FleetPulse-JWS <jws>`.
 pub fn authorization(headers: &HeaderMap) -> Result<&str, Refusal> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+    header_str(headers, header::AUTHORIZATION)
         .and_then(|v| v.strip_prefix(AUTH_SCHEME))
         .and_then(|v| v.strip_prefix(' '))
         .ok_or_else(|| {

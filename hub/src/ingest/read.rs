@@ -3,11 +3,13 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use fleetpulse_common::api::API_VERSION;
+use fleetpulse_common::api::{API_VERSION, HealthPolicy, MemberCluster, Set};
 use fleetpulse_common::protocol::report::ClusterId;
 
+use crate::fleet::Fleet;
 use crate::fleet::transitions::Transition;
 
 use super::AppState;
@@ -38,18 +40,46 @@ fn list<T>(kind: &str, items: Vec<T>) -> Json<List<T>> {
     })
 }
 
-fn in_namespace(q: &ListQuery, ns: Option<&str>) -> bool {
-    q.namespace.as_deref().is_none_or(|want| ns == Some(want))
+/// A namespaced object the read API lists: its kind and how the fleet shows it.
+pub trait Listed: Resource + Serialize + Sized {
+    /// The kind, e.g. `Set` (its list is a `SetList`).
+    const KIND: &'static str;
+    /// Every object, with its live status.
+    fn all(fleet: &Fleet) -> Vec<Self>;
 }
 
-/// `GET /v1/memberclusters`.
-pub async fn member_clusters(
+impl Listed for MemberCluster {
+    const KIND: &'static str = "MemberCluster";
+    fn all(fleet: &Fleet) -> Vec<Self> {
+        fleet.member_clusters()
+    }
+}
+
+impl Listed for Set {
+    const KIND: &'static str = "Set";
+    fn all(fleet: &Fleet) -> Vec<Self> {
+        fleet.sets()
+    }
+}
+
+impl Listed for HealthPolicy {
+    const KIND: &'static str = "HealthPolicy";
+    fn all(fleet: &Fleet) -> Vec<Self> {
+        fleet.health_policies()
+    }
+}
+
+/// `GET /v1/memberclusters`, `/v1/sets` and `/v1/healthpolicies`: every object of the
+/// kind, only those of one namespace with `?namespace=`.
+pub async fn objects<T: Listed>(
     State(s): State<AppState>,
     Query(q): Query<ListQuery>,
-) -> Json<List<fleetpulse_common::api::MemberCluster>> {
-    let mut items = s.fleet.member_clusters();
-    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
-    list("MemberCluster", items)
+) -> Json<List<T>> {
+    let mut items = T::all(&s.fleet);
+    if let Some(want) = q.namespace.as_deref() {
+        items.retain(|m| m.meta().namespace.as_deref() == Some(want));
+    }
+    list(T::KIND, items)
 }
 
 /// `GET /v1/memberclusters/{namespace}/{name}/transitions`: the cluster's recent
@@ -68,26 +98,6 @@ pub async fn cluster_sets(
     State(s): State<AppState>,
 ) -> Json<List<fleetpulse_common::api::ClusterSet>> {
     list("ClusterSet", s.fleet.cluster_sets())
-}
-
-/// `GET /v1/sets`.
-pub async fn sets(
-    State(s): State<AppState>,
-    Query(q): Query<ListQuery>,
-) -> Json<List<fleetpulse_common::api::Set>> {
-    let mut items = s.fleet.sets();
-    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
-    list("Set", items)
-}
-
-/// `GET /v1/healthpolicies`.
-pub async fn health_policies(
-    State(s): State<AppState>,
-    Query(q): Query<ListQuery>,
-) -> Json<List<fleetpulse_common::api::HealthPolicy>> {
-    let mut items = s.fleet.health_policies();
-    items.retain(|m| in_namespace(&q, m.metadata.namespace.as_deref()));
-    list("HealthPolicy", items)
 }
 
 /// `GET /v1/hub`: the hub's own state (the partition brake).
