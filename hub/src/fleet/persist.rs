@@ -170,7 +170,7 @@ impl Fleet {
         let record = state.record();
         self.metrics.status_writes.inc();
         let observed = state.transitions.observe(&record.status.conditions);
-        self.metrics.transitions.written(&observed);
+        (self.metrics.transitions).written(observed.first, &observed.changed);
         self.store.send(vec![Write::Cluster {
             cluster: cluster.clone(),
             record,

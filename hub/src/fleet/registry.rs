@@ -254,8 +254,11 @@ impl Registry {
             let claimants = self.keys.entry(kid.clone()).or_default();
             match claimants.binary_search_by(|c| c.cluster.cmp(&entry.id)) {
                 Ok(at) => claimants[at] = binding,
-                Err(_) if claimants.is_empty() => *claimants = vec![binding],
-                Err(at) => claimants.insert(at, binding),
+                Err(at) => {
+                    // Exactly one more: a Vec's first push would make room for four.
+                    claimants.reserve_exact(1);
+                    claimants.insert(at, binding);
+                }
             }
             if claimants.len() > 1 {
                 let owner = &claimants[0].cluster;

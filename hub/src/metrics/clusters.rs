@@ -15,8 +15,6 @@ use prometheus_client::registry::Registry;
 
 use fleetpulse_common::protocol::report::ClusterId;
 
-use crate::fleet::transitions::Observed;
-
 /// Labels of a condition transition: the condition, its new status and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TransitionLabels {
@@ -92,10 +90,12 @@ impl Transitions {
     /// Counts the transitions of one status write. A cluster's first write in this process
     /// counts only the conditions that changed since it started (those restored from the
     /// store did not).
-    pub fn written(&self, observed: &Observed<'_>) {
-        for c in &observed.changed {
-            let counted = !observed.first
-                || (c.status != "Unknown" && c.last_transition_time.0 >= self.started);
+    /// `changed` are the conditions whose status differs from the last write (all of them
+    /// on the first write, `first`).
+    pub fn written(&self, first: bool, changed: &[&Condition]) {
+        for c in changed {
+            let counted =
+                !first || (c.status != "Unknown" && c.last_transition_time.0 >= self.started);
             if counted {
                 self.transitions
                     .get_or_create(&TransitionLabels {

@@ -105,8 +105,10 @@ fn a_transition_is_counted_once_and_conditions_restored_from_before_start_are_no
         condition("Ready", "True", "ChecksPassed", long_ago),
     ];
     let mut log = TransitionLog::default();
-    m.transitions.written(&log.observe(&first));
-    m.transitions.written(&log.observe(&first));
+    for _ in 0..2 {
+        let observed = log.observe(&first);
+        m.transitions.written(observed.first, &observed.changed);
+    }
     let text = encode(&registry);
     assert_has(
         &text,
@@ -118,6 +120,21 @@ fn a_transition_is_counted_once_and_conditions_restored_from_before_start_are_no
     assert!(
         !text.contains("fleetpulse_hub_cluster_condition{"),
         "{text}"
+    );
+
+    // After the first write, every change counts, whatever its time says.
+    let later = [
+        condition("Reachable", "False", "HeartbeatsStopped", now),
+        condition("Ready", "False", "ChecksFailing", long_ago),
+    ];
+    let observed = log.observe(&later);
+    m.transitions.written(observed.first, &observed.changed);
+    assert_has(
+        &encode(&registry),
+        &[
+            "fleetpulse_hub_condition_transitions_total{condition=\"Reachable\",status=\"False\",reason=\"HeartbeatsStopped\"} 1",
+            "fleetpulse_hub_condition_transitions_total{condition=\"Ready\",status=\"False\",reason=\"ChecksFailing\"} 1",
+        ],
     );
 
     m.transitions.enable_per_cluster();
