@@ -3,9 +3,11 @@
 //! axum, hyper or reqwest (a test reads these files to keep it so). The fleet
 //! ([`crate::fleet`]) feeds them and carries out what they decide.
 //!
+//! - [`cluster`]: what a heartbeat and a detector tick do to one cluster.
 //! - [`detector`]: whether a cluster's heartbeats stopped (fixed timeout or phi accrual).
 //! - [`health`]: the `Reachable`, `Ready` and `Healthy` conditions with their debounce.
 //! - [`selection`]: which clusters a ClusterSet or Set selects.
+//! - [`sets`]: every set's next status, kept between evaluations.
 //! - [`brake`]: the partition brake, which freezes reassignment when most clusters go
 //!   quiet at once.
 //! - [`rollout`]: the rollout brake, which holds clusters a bad change of checks turned
@@ -13,8 +15,10 @@
 //! - [`shared_key`]: whether two running agents sign with one cluster's key.
 
 pub mod brake;
+pub mod cluster;
 pub mod detector;
 pub mod health;
 pub mod rollout;
 pub mod selection;
+pub mod sets;
 pub mod shared_key;

@@ -35,7 +35,6 @@ pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
 pub use sets::SetsState;
 
 use crate::core::brake::{Brake, BrakeSettings};
-use crate::core::detector::Detector;
 use crate::core::health::Debounce;
 use crate::core::rollout::{RolloutBrake, RolloutSettings};
 use crate::metrics::{ConditionLabels, Metrics};
@@ -276,23 +275,18 @@ impl Fleet {
         // What the partition brake needs, gathered in the same pass (paused clusters excluded).
         let mut brake_samples = Vec::new();
         for entry in self.registry().clusters() {
-            let grace = entry.object.spec.heartbeat.grace_period_seconds;
-            let grace_period = std::time::Duration::from_secs(grace.into());
+            let spec = &entry.object.spec;
             let mut state = entry.state.lock();
-            if !entry.object.spec.paused {
-                brake_samples.push((state.liveness.last_heartbeat(), grace_period));
-            }
-            let verdict = state
-                .liveness
-                .judge(now, &Detector::for_spec(&entry.object.spec.heartbeat));
-            let changed = !entry.object.spec.paused && state.health.observe(verdict, grace, wall);
+            let ticked = (state.core).tick(&spec.heartbeat, spec.paused, now, wall);
+            brake_samples.extend(ticked.brake_sample);
             for (row, type_) in CONDITIONS.into_iter().enumerate() {
-                counts[row][status_index(state.health.status(type_))] += 1;
+                counts[row][status_index(state.core.health.status(type_))] += 1;
             }
-            if changed {
+            if ticked.changed {
                 any_changed = true;
                 self.write_status(&entry.id, &mut state);
                 drop(state);
+                let verdict = ticked.verdict;
                 tracing::warn!(cluster = %entry.id, ?verdict, "cluster became unreachable");
             }
         }
@@ -330,7 +324,7 @@ impl Fleet {
 
     /// The metrics in the Prometheus text format.
     pub fn encode_metrics(&self) -> String {
-        let statuses = self.sets.lock().statuses.clone();
+        let statuses = self.sets.lock().decisions.statuses.clone();
         // Counted at scrape time, so a cluster deleted while marked stops counting.
         let shared = (self.registry().clusters())
             .filter(|e| e.state.lock().extra_status(cluster::SHARED_KEY) == Status::True)
@@ -338,7 +332,7 @@ impl Fleet {
         self.metrics.shared_keys.set(shared as i64);
         self.metrics.scrape(&statuses, || {
             let registry = self.registry();
-            let conditions = |e: &ClusterEntry| e.state.lock().health.conditions().to_vec();
+            let conditions = |e: &ClusterEntry| e.state.lock().core.health.conditions().to_vec();
             registry
                 .clusters()
                 .map(|e| (e.id.clone(), conditions(e)))

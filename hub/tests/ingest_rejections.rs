@@ -292,7 +292,7 @@ impl Fixture {
         let a = registry.cluster(&self.a).expect("fleet/a is loaded");
         Observed {
             member_clusters: self.fleet.member_clusters(),
-            positions_of_a: a.state.lock().positions.clone(),
+            positions_of_a: a.state.lock().core.positions.clone(),
             status_writes: self.fleet.status_writes(),
         }
     }

@@ -166,7 +166,7 @@ proptest! {
         let err = replay::check_addressee(&about_b, AUDIENCE, &a).unwrap_err();
         prop_assert_eq!(err.code, RejectCode::ClusterMismatch);
         let (entry, _) = lookup(&fleet, &a, &kid(&key_a)).unwrap();
-        prop_assert!(entry.state.lock().positions.is_empty(), "no seq consumed");
+        prop_assert!(entry.state.lock().core.positions.is_empty(), "no seq consumed");
         prop_assert_eq!(fleet.status_writes(), 0);
 
         // The same seq, about the right cluster, is still accepted.

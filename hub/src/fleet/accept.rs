@@ -1,13 +1,13 @@
-//! The last step of a heartbeat's admission and its effect: the replay rule (and the
-//! restart floor after a start that may have lost positions), checked under the cluster's
-//! own lock together with the state update it guards (liveness, health, and a status
-//! write when a condition changed).
+//! The last step of a heartbeat's admission and its effect, under the cluster's own lock:
+//! the core ([`crate::core::cluster`]) applies the replay rule (and the restart floor
+//! after a start that may have lost positions) together with the decisions it guards
+//! (liveness, health, key sharing); this shell records the report for the read API,
+//! writes the status when a condition changed and has the sets evaluated.
 
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::protocol::replay::{self, Position};
 use fleetpulse_common::protocol::report::{HeartbeatAnswer, HeartbeatReport};
 
 use fleetpulse_common::api::condition::Status;
@@ -15,7 +15,7 @@ use fleetpulse_common::api::condition::Status;
 use super::Fleet;
 use super::cluster::{ClusterState, SHARED_KEY};
 use crate::admission::{Admitted, Refusal};
-use crate::core::health::Evidence;
+use crate::core::cluster::Heartbeat;
 
 impl Fleet {
     /// Applies a heartbeat that passed every other admission step: the replay rule
@@ -34,22 +34,6 @@ impl Fleet {
         } = admitted;
         let kid = kid.as_str();
         let mut state = entry.state.lock();
-        let last = state.positions.get(kid).copied();
-        let pos = replay::check_sequence(
-            Position {
-                incarnation: report.incarnation,
-                seq: report.seq,
-            },
-            last,
-        )?;
-        replay::check_floor(pos, self.incarnation_floor())?;
-        // Overwrite in place: no key-id allocation per heartbeat once a key is known.
-        match state.positions.get_mut(kid) {
-            Some(known) => *known = pos,
-            None => {
-                state.positions.insert(kid.to_owned(), pos);
-            }
-        }
         // Hub-side check results join the agent's, so they gate Ready and Healthy too.
         let merged;
         let report = if state.hub_results.is_empty() {
@@ -60,22 +44,25 @@ impl Fleet {
             merged = with_hub;
             &merged
         };
-        state.positions_dirty = true;
-        state.record_heartbeat(kid, report, now, wall);
         let hub_checks_ran = entry
             .hub_checks
             .iter()
             .all(|c| state.hub_results.iter().any(|r| r.name == c.name));
-        let evidence = Evidence::of(
-            report.config_generation,
-            state.config_generation,
+        let heartbeat = Heartbeat {
+            kid,
+            report,
+            wanted_generation: state.config_generation,
             hub_checks_ran,
-        );
-        let mut changed = !entry.object.spec.paused
-            && state
-                .health
-                .report(report, evidence, self.settings.debounce, wall);
-        changed |= self.watch_sharing(&mut state, kid, last, pos, wall);
+            paused: entry.object.spec.paused,
+            floor: self.incarnation_floor(),
+            debounce: self.settings.debounce,
+        };
+        let accepted = state.core.heartbeat(heartbeat, now, wall)?;
+        let pos = accepted.position;
+        state.positions_dirty = true;
+        state.record_heartbeat(kid, report, wall);
+        let changed = accepted.health_changed
+            | self.watch_sharing(&mut state, kid, accepted.shared_key, wall);
         let answer = HeartbeatAnswer {
             incarnation: pos.incarnation,
             accepted_seq: pos.seq,
@@ -99,18 +86,16 @@ impl Fleet {
         Ok(answer)
     }
 
-    /// Follows the key-sharing rule ([`crate::core::shared_key`]): sets `SharedKey` True
-    /// when two agents seem to sign with `kid`, False once that stopped. Returns whether
+    /// Shows the key-sharing verdict ([`crate::core::shared_key`]): `SharedKey` True
+    /// while two agents seem to sign with `kid`, False once that stopped. Returns whether
     /// the condition changed.
     fn watch_sharing(
         &self,
         state: &mut ClusterState,
         kid: &str,
-        last: Option<Position>,
-        pos: Position,
+        shared: bool,
         wall: Timestamp,
     ) -> bool {
-        let shared = state.sharing.accepted(last, pos);
         let was = state.extra_status(SHARED_KEY);
         let message;
         let value = match (shared, was) {
@@ -121,7 +106,7 @@ impl Fleet {
                      other's position {} times in the last {} reports; give this cluster's \
                      agent its own key (`fleetpulse-agent keygen`, or a new bootstrap token) and \
                      stop the copy",
-                    state.sharing.restarts(),
+                    state.core.sharing.restarts(),
                     crate::core::shared_key::WINDOW
                 );
                 tracing::error!(%kid, "two agents seem to share one key");

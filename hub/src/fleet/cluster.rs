@@ -13,9 +13,8 @@ use fleetpulse_common::api::{AgentStatus, CheckStatus, MemberClusterStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
-use crate::core::detector::Liveness;
+use crate::core::cluster::ClusterCore;
 use crate::core::health::Health;
-use crate::core::shared_key::SharedKey;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
 pub const EXTRA: [&str; 5] = [
@@ -32,12 +31,9 @@ use crate::store::StoredCluster;
 /// Runtime state of one cluster.
 #[derive(Debug)]
 pub struct ClusterState {
-    /// Failure-detector state.
-    pub liveness: Liveness,
-    /// Conditions and debounce memory.
-    pub health: Health,
-    /// Last accepted `(incarnation, seq)` per key id.
-    pub positions: HashMap<String, Position>,
+    /// Liveness, health, accepted positions and the key-sharing watch: what the core
+    /// decides on.
+    pub core: ClusterCore,
     /// Positions changed since the last flush to the store.
     pub positions_dirty: bool,
     /// Generation of the effective config served to the agent.
@@ -59,8 +55,6 @@ pub struct ClusterState {
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckStatus>,
-    /// Whether two agents seem to share the cluster's key.
-    pub sharing: SharedKey,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
@@ -84,9 +78,7 @@ impl ClusterState {
         let (extra, conditions) = (status.conditions.into_iter())
             .partition(|c: &Condition| EXTRA.contains(&c.type_.as_str()));
         Self {
-            liveness: Liveness::new(now),
-            health: Health::restore(conditions, uid, wall),
-            positions,
+            core: ClusterCore::new(now, Health::restore(conditions, uid, wall), positions),
             positions_dirty: false,
             config_generation: status.config_generation.unwrap_or(0),
             config_hash: record.config_hash,
@@ -96,7 +88,6 @@ impl ClusterState {
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,
-            sharing: SharedKey::default(),
             extra,
             transitions: Default::default(),
         }
@@ -127,15 +118,8 @@ impl ClusterState {
         condition::find(&self.extra, type_).map_or(Status::Unknown, |c| Status::parse(&c.status))
     }
 
-    /// Records what an accepted report says (liveness, agent, check results).
-    pub fn record_heartbeat(
-        &mut self,
-        kid: &str,
-        report: &HeartbeatReport,
-        now: Instant,
-        wall: Timestamp,
-    ) {
-        self.liveness.heartbeat(now);
+    /// Records what an accepted report says for the read API (when, agent, check results).
+    pub fn record_heartbeat(&mut self, kid: &str, report: &HeartbeatReport, wall: Timestamp) {
         self.last_heartbeat = Some(wall);
         let agent = self.agent.get_or_insert_with(AgentStatus::default);
         if agent.key_id != kid
@@ -194,7 +178,7 @@ impl ClusterState {
     /// nothing about its checks now.
     pub fn failing_checks(&self) -> Vec<String> {
         let reachable = fleetpulse_common::api::condition::find(
-            self.health.conditions(),
+            self.core.health.conditions(),
             fleetpulse_common::api::condition::REACHABLE,
         )
         .is_some_and(|c| c.status == "True");
@@ -208,7 +192,7 @@ impl ClusterState {
     /// Reachable but not Healthy: what a cluster is while its checks recover.
     pub fn recovering(&self) -> bool {
         use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, find};
-        let conditions = self.health.conditions();
+        let conditions = self.core.health.conditions();
         let is_true = |t| find(conditions, t).is_some_and(|c| c.status == "True");
         is_true(REACHABLE) && !is_true(HEALTHY)
     }
@@ -216,7 +200,7 @@ impl ClusterState {
     /// The status as shown live (read API): everything known right now.
     pub fn live_status(&self) -> MemberClusterStatus {
         MemberClusterStatus {
-            conditions: (self.health.conditions().iter())
+            conditions: (self.core.health.conditions().iter())
                 .chain(&self.extra)
                 .cloned()
                 .collect(),
@@ -277,7 +261,7 @@ mod tests {
             report(&[("c", true, "x"), ("d", false, "new"), ("e", true, "newer")]),
         ];
         for r in &sequence {
-            state.record_heartbeat("kid", r, now, wall);
+            state.record_heartbeat("kid", r, wall);
             let recorded: Vec<(String, bool, String, u32)> = state
                 .live_status()
                 .checks

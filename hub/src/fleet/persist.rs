@@ -29,7 +29,7 @@ impl Fleet {
             positions_kept,
         } = snapshot;
         self.floor_incarnations(positions_kept, wall);
-        self.sets.lock().statuses.extend(sets);
+        self.sets.lock().decisions.statuses.extend(sets);
         let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
         let mut states = self.states.lock();
         for id in ids {
@@ -83,7 +83,7 @@ impl Fleet {
                 let mut state = state.lock();
                 std::mem::take(&mut state.positions_dirty).then(|| Write::Positions {
                     cluster: id.clone(),
-                    positions: state.positions.clone(),
+                    positions: state.core.positions.clone(),
                 })
             })
             .collect();

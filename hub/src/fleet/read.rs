@@ -90,7 +90,11 @@ impl Fleet {
             .map(|cs| (**cs).clone())
             .collect();
         for cs in &mut items {
-            cs.status = sets.statuses.get(&SetKey::of_cluster_set(cs)).cloned();
+            cs.status = sets
+                .decisions
+                .statuses
+                .get(&SetKey::of_cluster_set(cs))
+                .cloned();
         }
         items
     }
@@ -100,7 +104,7 @@ impl Fleet {
         let sets = self.sets.lock();
         let mut items: Vec<_> = self.registry().sets().map(|s| (**s).clone()).collect();
         for s in &mut items {
-            s.status = sets.statuses.get(&SetKey::of_set(s)).cloned();
+            s.status = sets.decisions.statuses.get(&SetKey::of_set(s)).cloned();
         }
         items
     }

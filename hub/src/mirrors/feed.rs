@@ -150,14 +150,15 @@ struct Seen {
 
 impl Seen {
     fn of(state: &ClusterState) -> Self {
-        let reason = condition::find(state.health.conditions(), HEALTHY).map(|c| c.reason.as_str());
-        let reachable = state.health.status(REACHABLE);
+        let reason =
+            condition::find(state.core.health.conditions(), HEALTHY).map(|c| c.reason.as_str());
+        let reachable = state.core.health.status(REACHABLE);
         Self {
             reachable,
-            healthy: state.health.status(HEALTHY),
+            healthy: state.core.health.status(HEALTHY),
             failing: reason == Some(LIVENESS_CHECKS_FAILING),
             returning: reachable == Status::True && reason == Some(UNREACHABLE),
-            unheard: state.liveness.last_heartbeat().is_none(),
+            unheard: state.core.liveness.last_heartbeat().is_none(),
         }
     }
 
