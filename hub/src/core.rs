@@ -5,6 +5,8 @@
 //!
 //! - [`cluster`]: what a heartbeat and a detector tick do to one cluster.
 //! - [`detector`]: whether a cluster's heartbeats stopped (fixed timeout or phi accrual).
+//! - [`fleet`]: the whole fleet's decisions as one state machine, events in and effects
+//!   out, composing the others as the fleet does.
 //! - [`health`]: the `Reachable`, `Ready` and `Healthy` conditions with their debounce.
 //! - [`selection`]: which clusters a ClusterSet or Set selects.
 //! - [`sets`]: every set's next status, kept between evaluations.
@@ -17,6 +19,7 @@
 pub mod brake;
 pub mod cluster;
 pub mod detector;
+pub mod fleet;
 pub mod health;
 pub mod rollout;
 pub mod selection;

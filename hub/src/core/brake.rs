@@ -73,6 +73,16 @@ pub enum BrakeEvent {
     Settled,
 }
 
+/// How long the brake stays frozen after a release: the longest grace period among the
+/// `(last heartbeat, grace period)` samples it observes.
+pub fn settle(samples: &[(Option<Instant>, Duration)]) -> Duration {
+    samples
+        .iter()
+        .map(|(_, grace)| *grace)
+        .max()
+        .unwrap_or_default()
+}
+
 /// The brake.
 #[derive(Clone, Debug)]
 pub struct Brake {

@@ -121,11 +121,7 @@ impl Fleet {
         wall: Timestamp,
         samples: Vec<(Option<Instant>, Duration)>,
     ) -> bool {
-        let settle = samples
-            .iter()
-            .map(|(_, grace)| *grace)
-            .max()
-            .unwrap_or_default();
+        let settle = crate::core::brake::settle(&samples);
         let mut sets = self.sets.lock();
         let event = sets.brake.observe(now, samples, settle);
         let deadline_passed = sets.decisions.deadline_passed(wall);
