@@ -132,7 +132,7 @@ impl Sets {
 
 /// The clusters a set's status selects (a ClusterSet's refs without a namespace name one
 /// in `default`; a Set's are in its own namespace).
-fn selected_ids(key: &SetKey, status: &SetStatus) -> Vec<ClusterId> {
+pub fn selected_ids(key: &SetKey, status: &SetStatus) -> Vec<ClusterId> {
     let default_ns = match key.scope() {
         Scope::Namespace(ns) => ns,
         Scope::Fleet => "default",
