@@ -327,7 +327,7 @@ impl FleetCore {
 
     fn evaluate(&mut self, wall: Timestamp, effects: &mut Vec<Effect>) {
         let views: Vec<_> = (self.clusters.iter())
-            .map(|(id, m)| sets::view(id.clone(), m.labels.clone(), m.core.health.conditions()))
+            .map(|(id, m)| sets::view(id.clone(), m.labels.clone(), &m.core.health))
             .collect();
         let sources = self.sets.iter().map(|(key, set)| SetSource {
             key,

@@ -98,10 +98,17 @@ impl Evidence {
     }
 }
 
+/// The conditions health keeps, in the order [`Health::conditions`] lists them for a new
+/// cluster.
+const TYPES: [&str; 3] = [REACHABLE, READY, HEALTHY];
+
 /// A cluster's health: its conditions plus the debounce memory.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Health {
     conditions: Vec<Condition>,
+    /// The status of `Reachable`, `Ready` and `Healthy`, typed: kept with `conditions` by
+    /// [`Health::set`], the one place a condition changes, so reading one never parses.
+    statuses: [Status; 3],
     cluster_uid: Option<String>,
     /// The liveness verdict that differs from `Healthy`, and for how many reports it held.
     streak: Option<(bool, u32)>,
@@ -115,15 +122,19 @@ impl Health {
         cluster_uid: Option<String>,
         now: Timestamp,
     ) -> Self {
+        let statuses = TYPES.map(|type_| {
+            condition::find(&conditions, type_)
+                .map_or(Status::Unknown, |c| Status::parse(&c.status))
+        });
         let mut h = Health {
             conditions,
+            statuses,
             cluster_uid,
             streak: None,
         };
-        for type_ in [REACHABLE, READY, HEALTHY] {
+        for type_ in TYPES {
             if condition::find(&h.conditions, type_).is_none() {
-                condition::set(
-                    &mut h.conditions,
+                h.set(
                     type_,
                     Status::Unknown,
                     reason::AWAITING_FIRST_HEARTBEAT,
@@ -142,8 +153,31 @@ impl Health {
 
     /// The status of one condition.
     pub fn status(&self, type_: &str) -> Status {
-        condition::find(&self.conditions, type_)
-            .map_or(Status::Unknown, |c| Status::parse(&c.status))
+        match TYPES.iter().position(|t| *t == type_) {
+            Some(i) => self.statuses[i],
+            None => Status::Unknown,
+        }
+    }
+
+    /// Sets one of the conditions ([`condition::set`]) and its typed status. Returns true
+    /// if anything changed.
+    fn set(
+        &mut self,
+        type_: &'static str,
+        status: Status,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        let i = TYPES.iter().position(|t| *t == type_);
+        let i = i.expect("health sets only Reachable, Ready and Healthy");
+        self.statuses[i] = status;
+        condition::set(&mut self.conditions, type_, status, reason, message, now)
+    }
+
+    /// The reason of one condition.
+    fn reason(&self, type_: &str) -> Option<&str> {
+        condition::find(&self.conditions, type_).map(|c| c.reason.as_str())
     }
 
     /// Applies the detector's verdict. Returns true if a condition changed.
@@ -170,17 +204,14 @@ impl Health {
                 silent_for.as_secs()
             )
         };
-        let c = &mut self.conditions;
-        condition::set(
-            c,
+        self.set(
             REACHABLE,
             Status::False,
             reason::HEARTBEAT_MISSED,
             &message,
             now,
         );
-        condition::set(
-            c,
+        self.set(
             HEALTHY,
             Status::False,
             reason::UNREACHABLE,
@@ -200,8 +231,7 @@ impl Health {
         debounce: Debounce,
         now: Timestamp,
     ) -> bool {
-        let mut changed = condition::set(
-            &mut self.conditions,
+        let mut changed = self.set(
             REACHABLE,
             Status::True,
             reason::HEARTBEAT_RECEIVED,
@@ -215,8 +245,7 @@ impl Health {
             && known != uid
             && self.status(READY) == Status::True
         {
-            changed |= condition::set(
-                &mut self.conditions,
+            changed |= self.set(
                 READY,
                 Status::False,
                 reason::CLUSTER_REPLACED,
@@ -239,22 +268,19 @@ impl Health {
 
     fn judge_readiness(&mut self, report: &HeartbeatReport, now: Timestamp) -> bool {
         let failing = failing_names(report, CheckPhase::Readiness);
-        let c = &mut self.conditions;
         if failing.is_empty() {
-            condition::set(
-                c,
+            self.set(
                 READY,
                 Status::True,
                 reason::READINESS_CHECKS_PASSED,
                 "every readiness check passed",
                 now,
             )
-        } else if condition::find(c, READY).is_some_and(|r| r.reason == reason::CLUSTER_REPLACED) {
+        } else if self.reason(READY) == Some(reason::CLUSTER_REPLACED) {
             false
         } else {
             let message = format!("waiting for readiness checks: {failing}");
-            condition::set(
-                c,
+            self.set(
                 READY,
                 Status::False,
                 reason::READINESS_CHECKS_FAILING,
@@ -266,8 +292,7 @@ impl Health {
 
     /// Ready stays not True until a report made with the current config arrives.
     fn await_config(&mut self, applied: u64, wanted: u64, now: Timestamp) -> bool {
-        let c = &mut self.conditions;
-        if condition::find(c, READY).is_some_and(|r| r.reason == reason::CLUSTER_REPLACED) {
+        if self.reason(READY) == Some(reason::CLUSTER_REPLACED) {
             return false;
         }
         let message = if applied < wanted {
@@ -278,14 +303,7 @@ impl Health {
         } else {
             "waiting for the first run of the hub-side checks".to_owned()
         };
-        condition::set(
-            c,
-            READY,
-            Status::False,
-            reason::AWAITING_CONFIG,
-            &message,
-            now,
-        )
+        self.set(READY, Status::False, reason::AWAITING_CONFIG, &message, now)
     }
 
     fn judge_liveness(
@@ -296,8 +314,7 @@ impl Health {
     ) -> bool {
         if self.status(READY) != Status::True {
             self.streak = None;
-            return condition::set(
-                &mut self.conditions,
+            return self.set(
                 HEALTHY,
                 Status::False,
                 reason::NOT_READY,
@@ -311,8 +328,8 @@ impl Health {
             self.streak = None;
             // Already unhealthy for another reason (it was unreachable, or not ready): the
             // checks that fail now are the reason, at once (no transition, no debounce).
-            let stale = condition::find(&self.conditions, HEALTHY)
-                .is_some_and(|c| c.reason != reason::LIVENESS_CHECKS_FAILING);
+            let stale =
+                (self.reason(HEALTHY)).is_some_and(|r| r != reason::LIVENESS_CHECKS_FAILING);
             return !live && stale && self.liveness_failing(&failing, now);
         }
         let held = match self.streak {
@@ -329,11 +346,9 @@ impl Health {
             return false;
         }
         self.streak = None;
-        let c = &mut self.conditions;
         if live {
             let message = "reachable, ready, and every liveness check passes";
-            condition::set(
-                c,
+            self.set(
                 HEALTHY,
                 Status::True,
                 reason::ALL_CHECKS_PASSING,
@@ -348,8 +363,7 @@ impl Health {
     /// `Healthy=False` because the liveness checks `failing` fail.
     fn liveness_failing(&mut self, failing: &str, now: Timestamp) -> bool {
         let message = format!("failing liveness checks: {failing}");
-        condition::set(
-            &mut self.conditions,
+        self.set(
             HEALTHY,
             Status::False,
             reason::LIVENESS_CHECKS_FAILING,

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::api::condition::{self, HEALTHY, READY, Status};
 use fleetpulse_common::api::{ClusterRef, SetSpec, SetStatus};
 
+use super::health::Health;
 use super::selection::{self, ClusterView};
 use crate::ids::{ClusterId, Scope, SetKey};
 
@@ -142,26 +143,19 @@ pub fn selected_ids(key: &SetKey, status: &SetStatus) -> Vec<ClusterId> {
         .collect()
 }
 
-/// What selection needs to know of a cluster with these labels and conditions: eligible
+/// What selection needs to know of a cluster with these labels and this health: eligible
 /// when `Ready` and `Healthy` are both True; otherwise since the later of their
 /// transitions away from True, with both named in the reason.
-pub fn view(
-    id: ClusterId,
-    labels: BTreeMap<String, String>,
-    conditions: &[Condition],
-) -> ClusterView {
-    let not_true: Vec<_> = [READY, HEALTHY]
-        .iter()
-        .filter_map(|t| condition::find(conditions, t))
-        .filter(|c| c.status != "True")
+pub fn view(id: ClusterId, labels: BTreeMap<String, String>, health: &Health) -> ClusterView {
+    let not_true: Vec<&Condition> = [READY, HEALTHY]
+        .into_iter()
+        .filter(|t| health.status(t) != Status::True)
+        .filter_map(|t| condition::find(health.conditions(), t))
         .collect();
-    let missing = [READY, HEALTHY]
-        .iter()
-        .any(|t| condition::find(conditions, t).is_none());
     ClusterView {
         id,
         labels,
-        eligible: not_true.is_empty() && !missing,
+        eligible: not_true.is_empty(),
         ineligible_since: not_true.iter().map(|c| c.last_transition_time.0).max(),
         reason: not_true
             .iter()

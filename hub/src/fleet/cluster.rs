@@ -177,12 +177,7 @@ impl ClusterState {
     /// failing), while the cluster is reachable: an unreachable cluster's last results say
     /// nothing about its checks now.
     pub fn failing_checks(&self) -> Vec<String> {
-        let reachable = fleetpulse_common::api::condition::find(
-            self.core.health.conditions(),
-            fleetpulse_common::api::condition::REACHABLE,
-        )
-        .is_some_and(|c| c.status == "True");
-        if !reachable {
+        if self.core.health.status(condition::REACHABLE) != Status::True {
             return Vec::new();
         }
         let failing = (self.checks.iter()).filter(|c| !c.passing && c.consecutive_failures > 0);
@@ -191,10 +186,9 @@ impl ClusterState {
 
     /// Reachable but not Healthy: what a cluster is while its checks recover.
     pub fn recovering(&self) -> bool {
-        use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, find};
-        let conditions = self.core.health.conditions();
-        let is_true = |t| find(conditions, t).is_some_and(|c| c.status == "True");
-        is_true(REACHABLE) && !is_true(HEALTHY)
+        let health = &self.core.health;
+        health.status(condition::REACHABLE) == Status::True
+            && health.status(condition::HEALTHY) != Status::True
     }
 
     /// The status as shown live (read API): everything known right now.

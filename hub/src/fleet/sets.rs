@@ -51,11 +51,7 @@ impl SetsState {
 
 fn view(entry: &ClusterEntry) -> ClusterView {
     let labels = entry.object.metadata.labels.clone().unwrap_or_default();
-    crate::core::sets::view(
-        entry.id.clone(),
-        labels,
-        entry.state.lock().core.health.conditions(),
-    )
+    crate::core::sets::view(entry.id.clone(), labels, &entry.state.lock().core.health)
 }
 
 impl Fleet {

@@ -258,3 +258,50 @@ fn a_cluster_back_with_a_failing_liveness_check_says_so_at_once_without_a_new_tr
         "nothing more to say while it keeps failing"
     );
 }
+
+/// Every status as the conditions spell it.
+fn parsed(h: &Health) -> [Status; 3] {
+    TYPES.map(|type_| {
+        condition::find(h.conditions(), type_).map_or(Status::Unknown, |c| Status::parse(&c.status))
+    })
+}
+
+#[test]
+fn the_typed_statuses_always_say_what_the_conditions_say() {
+    let restored = vec![Condition {
+        type_: READY.into(),
+        status: "True".into(),
+        reason: reason::READINESS_CHECKS_PASSED.into(),
+        message: String::new(),
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)),
+        observed_generation: None,
+    }];
+    let mut h = Health::restore(restored, Some("uid".into()), t(0));
+    assert_eq!(conds(&h), [Status::Unknown, Status::True, Status::Unknown]);
+    let passing = || report("uid", vec![check("l", CheckPhase::Liveness, true)]);
+    let failing = || report("uid", vec![check("l", CheckPhase::Liveness, false)]);
+    let behind = Evidence::Behind {
+        applied: 1,
+        wanted: 2,
+    };
+    let step = |h: &mut Health, i: usize, s: i64| match i {
+        0 => h.report(&passing(), Evidence::Current, D, t(s)),
+        1 => h.report(&failing(), Evidence::Current, D, t(s)),
+        2 => h.observe(unreachable(), 40, t(s)),
+        3 => h.report(&report("other", vec![]), Evidence::Current, D, t(s)),
+        _ => h.report(&failing(), behind, D, t(s)),
+    };
+    // Steps in a fixed pseudo-random order (a linear congruential sequence).
+    let mut seen = std::collections::HashSet::new();
+    let mut x: u64 = 1;
+    for s in 0..500 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = (x >> 33) as usize % 5;
+        step(&mut h, i, s);
+        assert_eq!(conds(&h), parsed(&h), "after step {i} at {s}");
+        seen.insert(conds(&h));
+    }
+    assert!(seen.len() >= 4, "the steps reached few states: {seen:?}");
+}
