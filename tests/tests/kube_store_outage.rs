@@ -22,13 +22,29 @@ use fleetpulse_hub::store::{RetrySettings, Store, StoreWriter, StoredCluster, Wr
 use fleetpulse_kubesim::KubeSim;
 use fleetpulse_tests::wait;
 
-/// A client to `sim` that gets `503 Service Unavailable` for every request while `down`.
-fn flaky_client(sim: &KubeSim, down: Arc<AtomicBool>) -> kube::Client {
+type Request = axum::http::Request<kube::client::Body>;
+
+/// What a faulty client did: requests it refused, and PATCH requests it let through that
+/// are not status writes (label patches).
+#[derive(Clone, Default)]
+struct Counts {
+    refused: Arc<AtomicUsize>,
+    patches: Arc<AtomicUsize>,
+}
+
+/// A client to `sim` that answers `503 Service Unavailable` to every request `refuse`
+/// picks, counting what it does in `counts`.
+fn faulty_client(
+    sim: &KubeSim,
+    refuse: impl Fn(&Request) -> bool + Clone + Send + Sync + 'static,
+    counts: Counts,
+) -> kube::Client {
     let router = sim.router();
-    let service = tower::service_fn(move |request| {
-        let (router, down) = (router.clone(), down.clone());
+    let service = tower::service_fn(move |request: Request| {
+        let (router, refuse, counts) = (router.clone(), refuse.clone(), counts.clone());
         async move {
-            if down.load(Ordering::SeqCst) {
+            if refuse(&request) {
+                counts.refused.fetch_add(1, Ordering::SeqCst);
                 let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                     "message": "the API server is down (test)", "reason": "ServiceUnavailable",
                     "code": 503});
@@ -38,15 +54,18 @@ fn flaky_client(sim: &KubeSim, down: Arc<AtomicBool>) -> kube::Client {
                     .body(Body::from(status.to_string()))
                     .expect("a valid response"));
             }
+            let status_write = request.uri().path().ends_with("/status");
+            if !status_write && request.method() == axum::http::Method::PATCH {
+                counts.patches.fetch_add(1, Ordering::SeqCst);
+            }
             router.oneshot(request).await
         }
     });
     kube::Client::new(service, "default")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_write_refused_during_an_outage_is_written_when_the_api_returns()
--> anyhow::Result<()> {
+/// A kubesim with the hub's CRDs, and an admin client to it.
+async fn sim_with_crds() -> anyhow::Result<(KubeSim, kube::Client)> {
     let sim = KubeSim::new();
     let admin = sim.client();
     for crd in crds::all() {
@@ -54,6 +73,24 @@ async fn a_status_write_refused_during_an_outage_is_written_when_the_api_returns
             .create(&PostParams::default(), &crd)
             .await?;
     }
+    Ok((sim, admin))
+}
+
+/// A store writer over `client` that retries quickly.
+async fn writer(client: kube::Client) -> anyhow::Result<StoreWriter> {
+    let mut store = KubeStore::new(client, tokio::runtime::Handle::current(), None);
+    let store = tokio::task::spawn_blocking(move || store.load().map(|_| store)).await??;
+    let retry = RetrySettings {
+        first: Duration::from_millis(20),
+        max: Duration::from_millis(100),
+    };
+    Ok(StoreWriter::spawn_with(store, retry))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_refused_during_an_outage_is_written_when_the_api_returns()
+-> anyhow::Result<()> {
+    let (sim, admin) = sim_with_crds().await?;
     let clusters: Api<MemberCluster> = Api::namespaced(admin.clone(), "default");
     let mc: MemberCluster = serde_json::from_value(json!({
         "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
@@ -63,19 +100,11 @@ async fn a_status_write_refused_during_an_outage_is_written_when_the_api_returns
     clusters.create(&PostParams::default(), &mc).await?;
 
     let down = Arc::new(AtomicBool::new(false));
-    let mut store = KubeStore::new(
-        flaky_client(&sim, down.clone()),
-        tokio::runtime::Handle::current(),
-        None,
-    );
-    let store = tokio::task::spawn_blocking(move || store.load().map(|_| store)).await??;
-    let writer = StoreWriter::spawn_with(
-        store,
-        RetrySettings {
-            first: Duration::from_millis(50),
-            max: Duration::from_millis(200),
-        },
-    );
+    let refuse = {
+        let down = down.clone();
+        move |_: &Request| down.load(Ordering::SeqCst)
+    };
+    let writer = writer(faulty_client(&sim, refuse, Counts::default())).await?;
 
     down.store(true, Ordering::SeqCst);
     let mut record = StoredCluster::default();
@@ -106,50 +135,10 @@ async fn a_status_write_refused_during_an_outage_is_written_when_the_api_returns
     Ok(())
 }
 
-/// A client to `sim` that refuses status writes while `down`, counting them in
-/// `refused`, and counts the other PATCH requests (label patches) in `patches`.
-fn status_refusing_client(
-    sim: &KubeSim,
-    down: Arc<AtomicBool>,
-    refused: Arc<AtomicUsize>,
-    patches: Arc<AtomicUsize>,
-) -> kube::Client {
-    let router = sim.router();
-    let service = tower::service_fn(move |request: axum::http::Request<kube::client::Body>| {
-        let (router, down) = (router.clone(), down.clone());
-        let (refused, patches) = (refused.clone(), patches.clone());
-        async move {
-            let status_write = request.uri().path().ends_with("/status");
-            if status_write && down.load(Ordering::SeqCst) {
-                refused.fetch_add(1, Ordering::SeqCst);
-                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "message": "status writes are down (test)", "reason": "ServiceUnavailable",
-                    "code": 503});
-                return Ok(Response::builder()
-                    .status(StatusCode::SERVICE_UNAVAILABLE)
-                    .header("content-type", "application/json")
-                    .body(Body::from(status.to_string()))
-                    .expect("a valid response"));
-            }
-            if !status_write && request.method() == axum::http::Method::PATCH {
-                patches.fetch_add(1, Ordering::SeqCst);
-            }
-            router.oneshot(request).await
-        }
-    });
-    kube::Client::new(service, "default")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_write_retried_after_its_status_was_refused_labels_once_and_publishes_once()
 -> anyhow::Result<()> {
-    let sim = KubeSim::new();
-    let admin = sim.client();
-    for crd in crds::all() {
-        Api::<CustomResourceDefinition>::all(admin.clone())
-            .create(&PostParams::default(), &crd)
-            .await?;
-    }
+    let (sim, admin) = sim_with_crds().await?;
     let clusters: Api<MemberCluster> = Api::namespaced(admin.clone(), "default");
     let mc: MemberCluster = serde_json::from_value(json!({
         "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
@@ -164,17 +153,12 @@ async fn a_set_write_retried_after_its_status_was_refused_labels_once_and_publis
     sets.create(&PostParams::default(), &set).await?;
 
     let down = Arc::new(AtomicBool::new(true));
-    let (refused, patches) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let client = status_refusing_client(&sim, down.clone(), refused.clone(), patches.clone());
-    let mut store = KubeStore::new(client, tokio::runtime::Handle::current(), None);
-    let store = tokio::task::spawn_blocking(move || store.load().map(|_| store)).await??;
-    let writer = StoreWriter::spawn_with(
-        store,
-        RetrySettings {
-            first: Duration::from_millis(20),
-            max: Duration::from_millis(50),
-        },
-    );
+    let refuse = {
+        let down = down.clone();
+        move |r: &Request| r.uri().path().ends_with("/status") && down.load(Ordering::SeqCst)
+    };
+    let counts = Counts::default();
+    let writer = writer(faulty_client(&sim, refuse, counts.clone())).await?;
     let key = SetKey::ClusterSet("primary".into());
     let status = SetStatus {
         selected_cluster_refs: vec![ClusterRef {
@@ -212,7 +196,7 @@ async fn a_set_write_retried_after_its_status_was_refused_labels_once_and_publis
     wait::until_some(
         "three refused tries of the batch",
         Duration::from_secs(20),
-        || async { (refused.load(Ordering::SeqCst) >= 3).then_some(()) },
+        || async { (counts.refused.load(Ordering::SeqCst) >= 3).then_some(()) },
     )
     .await?;
     assert_eq!(
@@ -235,7 +219,7 @@ async fn a_set_write_retried_after_its_status_was_refused_labels_once_and_publis
     let written = sets.get("primary").await?.status.unwrap_or_default();
     assert_eq!(written.selected_cluster_refs.len(), 1);
     assert_eq!(
-        patches.load(Ordering::SeqCst),
+        counts.patches.load(Ordering::SeqCst),
         1,
         "the label was patched once, not per try"
     );
