@@ -1,7 +1,8 @@
 //! Failover scenarios on a virtual clock, with hand-made reports and ticks: no network,
-//! no sleeping. Each runs twice: against the pure core ([`FleetCore`], events in and
-//! effects out) and against the real [`Fleet`] that runs the same decisions under
-//! per-cluster locks, so both must decide the same.
+//! no sleeping. The scenarios run twice: against the pure core ([`FleetCore`], events in
+//! and effects out) and against the real [`Fleet`] that runs the same decisions under
+//! per-cluster locks, so both must decide the same. A few tests read what only one of
+//! them has: the core's effects, the fleet's metrics.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
