@@ -676,3 +676,21 @@ fn the_core_engages_and_releases_the_brake_as_effects() {
         ]
     );
 }
+
+#[test]
+fn removing_a_set_on_the_core_takes_its_label_off_the_clusters_it_selected() {
+    let mut sim = Sim::<OnCore>::new(2, cluster_set(1, 0));
+    sim.run_until(30, |_, _| true);
+    assert_eq!(sim.selected(), ["c0"]);
+    let (at, wall) = sim.at();
+    let key = SetKey::ClusterSet("primary".into());
+    let effects = sim.hub.core.on(Event::SetRemoved(key), at, wall);
+    assert_eq!(
+        effects,
+        [Effect::Membership {
+            cluster: sim.ids[0].clone(),
+            labels: vec![]
+        }]
+    );
+    assert!(sim.hub.core.set_statuses().is_empty());
+}

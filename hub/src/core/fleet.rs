@@ -10,7 +10,7 @@
 //! rollout, and every hub-side check counts as run), and HealthPolicies (a cluster's
 //! config is its own heartbeat spec and checks: its generation moves when they change).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -122,7 +122,6 @@ struct Member {
     spec: MemberClusterSpec,
     config_generation: u64,
     core: ClusterCore,
-    shared_key: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -230,7 +229,6 @@ impl FleetCore {
                     spec: mc.spec,
                     config_generation: 1,
                     core: ClusterCore::new(now, health, HashMap::new()),
-                    shared_key: false,
                 };
                 self.clusters.insert(id, member);
             }
@@ -266,6 +264,7 @@ impl FleetCore {
             floor: self.settings.floor,
             debounce: self.settings.debounce,
         };
+        let shared_before = member.core.sharing.shared();
         let accepted = match member.core.heartbeat(heartbeat, now, wall) {
             Ok(accepted) => accepted,
             Err(rejection) => {
@@ -278,8 +277,7 @@ impl FleetCore {
             position: accepted.position,
             config_generation: member.config_generation,
         });
-        if accepted.shared_key != member.shared_key {
-            member.shared_key = accepted.shared_key;
+        if accepted.shared_key != shared_before {
             effects.push(Effect::SharedKey {
                 cluster: cluster.clone(),
                 shared: accepted.shared_key,
@@ -337,27 +335,17 @@ impl FleetCore {
         let before = self.decisions.membership();
         let frozen = self.brake.frozen();
         let changes = (self.decisions).evaluate(sources, &views, &HashSet::new(), frozen, wall);
-        if changes.is_empty() {
-            return;
-        }
-        let after = self.decisions.membership();
         effects.extend(changes.into_iter().map(Effect::Set));
-        let clusters: BTreeMap<&ClusterId, ()> = before
-            .keys()
-            .chain(after.keys())
-            .map(|id| (id, ()))
-            .collect();
-        for id in clusters.into_keys() {
-            let sorted = |labels: Option<&Vec<String>>| {
-                let mut labels = labels.cloned().unwrap_or_default();
-                labels.sort();
-                labels
-            };
-            let (was, now) = (sorted(before.get(id)), sorted(after.get(id)));
-            if was != now {
+        // By difference, not from the set changes alone: a removed set changes no status
+        // but takes its label off every cluster it selected.
+        let after = self.decisions.membership();
+        let clusters: BTreeSet<&ClusterId> = before.keys().chain(after.keys()).collect();
+        for id in clusters {
+            let labels = after.get(id);
+            if before.get(id) != labels {
                 effects.push(Effect::Membership {
                     cluster: id.clone(),
-                    labels: now,
+                    labels: labels.cloned().unwrap_or_default(),
                 });
             }
         }

@@ -28,10 +28,9 @@ use kube::api::Api;
 use tokio::runtime::Handle;
 
 use fleetpulse_common::api::{ClusterSet, MemberCluster, Set};
-use fleetpulse_common::protocol::report::ClusterId;
 
 use super::events::Publisher;
-use crate::ids::SetKey;
+use crate::ids::{SetKey, cluster_id};
 use crate::store::{PositionsKept, Snapshot, Store, StoreError, StoredCluster, Write};
 
 /// Status, membership labels and Events of the hub's CRs, through a Kubernetes client.
@@ -84,10 +83,7 @@ async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
         .await
         .map_err(|e| list("MemberClusters", e))?;
     for mc in clusters {
-        let id = ClusterId::new(
-            mc.metadata.namespace.clone().unwrap_or_default(),
-            mc.metadata.name.clone().unwrap_or_default(),
-        );
+        let id = cluster_id(&mc);
         if let Some(status) = mc.status {
             let config_hash = (status.config_hash.as_deref())
                 .and_then(|h| u64::from_str_radix(h, 16).ok())
