@@ -24,9 +24,10 @@ use fleetpulse_common::lua::LuaLimits;
 use crate::checks::ChecksSource;
 use crate::checks::engine::{CheckEngine, EngineOptions};
 use crate::checks::resources::Reader;
+use crate::metrics::AgentMetrics;
 use crate::options::{AgentOptions, DEFAULT_AUDIENCE};
 use crate::rotation::{KeySecret, KeyStore, RotationSettings};
-use crate::serve::{self, Endpoint, metrics::AgentMetrics};
+use crate::serve::{self, Endpoint};
 use crate::{Url, key_secret, keys, tls};
 use ed25519_dalek::SigningKey;
 

@@ -19,6 +19,8 @@ pub use attempts::Attempts;
 pub use http::HttpHubClient;
 pub use retry::RetrySchedule;
 
+use crate::metrics::Failure;
+
 /// The requests an agent makes. Implementations must be cancel-safe: dropping a
 /// returned future abandons the request.
 pub trait HubClient: Send + Sync + 'static {
@@ -116,6 +118,19 @@ impl HubError {
             HubError::Status { status, .. } => transient_status(*status),
             HubError::BadAnswer { .. } => false,
         }
+    }
+
+    /// How the metrics label this failure: whether the hub answered, and the hub's
+    /// rejection code or what kind of transport failure it was.
+    pub fn failure(&self) -> Failure {
+        let reason = match self {
+            HubError::Unreachable { .. } => "unreachable",
+            HubError::Rejected { body, .. } => body.code.as_str(),
+            HubError::Status { .. } => "http_error",
+            HubError::BadAnswer { .. } => "bad_answer",
+        };
+        let answered = !matches!(self, HubError::Unreachable { .. });
+        Failure { answered, reason }
     }
 
     /// The rejection code, when the hub sent one.

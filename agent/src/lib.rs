@@ -28,6 +28,7 @@ pub mod error;
 pub mod hub_client;
 pub mod key_secret;
 pub mod keys;
+pub mod metrics;
 pub mod options;
 pub mod report;
 pub mod rotation;

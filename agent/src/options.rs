@@ -11,7 +11,7 @@ use fleetpulse_common::protocol::report::ClusterId;
 use crate::Url;
 use crate::checks::{ChecksSource, NoChecks};
 use crate::error::AgentError;
-use crate::serve::metrics::AgentMetrics;
+use crate::metrics::AgentMetrics;
 
 /// The audience (`aud`) an agent addresses its reports to unless told otherwise.
 pub const DEFAULT_AUDIENCE: &str = "fleetpulse";

@@ -10,9 +10,7 @@
 //!   the hub refuses or cannot be reached for longer. The body says which. A Pod that is
 //!   not Ready is how `kubectl get pods` in the managed cluster shows an agent the hub
 //!   does not hear, and it stops a rolling update whose new agents cannot report.
-//! - `/metrics`: [`metrics::AgentMetrics`] in the Prometheus text format.
-
-pub mod metrics;
+//! - `/metrics`: [`crate::metrics::AgentMetrics`] in the Prometheus text format.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -27,8 +25,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::checks::ChecksSource;
+use crate::metrics::AgentMetrics;
 use crate::runner::AgentStatus;
-use metrics::AgentMetrics;
 
 /// `/readyz` fails once this many intervals passed without an accepted heartbeat (the
 /// hub's default grace period is four intervals: readiness fails before the hub calls the

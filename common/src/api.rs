@@ -10,7 +10,6 @@ pub mod member_cluster;
 pub mod mirror;
 pub mod redact;
 pub mod schema;
-pub mod validate;
 
 pub use check::*;
 pub use cluster_set::*;
@@ -18,7 +17,6 @@ pub use condition::*;
 pub use health_policy::*;
 pub use member_cluster::*;
 pub use mirror::*;
-pub use validate::ValidationError;
 
 /// The API group of every fleetpulse resource.
 pub const GROUP: &str = "fleetpulse.io";

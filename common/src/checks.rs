@@ -3,7 +3,8 @@
 //! label-selector string form and Sveltos label filters ([`labels`]), resolving a
 //! `ResourceSelector` into a query that picks objects ([`query`]), Sveltos' CEL filter
 //! ([`cel`]), Lua checks in shared rounds ([`lua_batch`]), the typed check the engines
-//! run ([`model`]), and a check's verdict over time ([`timing`]).
+//! run ([`model`]), a check's verdict over time ([`timing`]), and the rules of the
+//! schema applied where no API server enforces them ([`validate`]).
 
 pub mod cel;
 pub mod labels;
@@ -12,6 +13,7 @@ pub mod model;
 pub mod query;
 pub mod template;
 pub mod timing;
+pub mod validate;
 
 /// The outcome of one run of one check, before thresholds are applied.
 #[derive(Clone, Debug, PartialEq)]

@@ -22,7 +22,6 @@
 //! one type, [`Refusal`]: the JSON body, the metric label and the log field at once.
 
 pub mod batch;
-mod refusal;
 pub mod steps;
 
 use std::sync::Arc;
@@ -36,22 +35,9 @@ use fleetpulse_common::protocol::report::{ClusterId, ConfigRequest, HeartbeatRep
 use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 
 pub use batch::{BatchSettings, BatchVerifier};
-pub use refusal::Refusal;
 
-use crate::enrolment::EnrolledKeys;
-use crate::fleet::{ClusterEntry, Registry};
-
-/// A request that passed every step but the replay rule: its cluster, the key id that
-/// signed it and what it claims.
-#[derive(Debug)]
-pub struct Admitted<T> {
-    /// The cluster's entry in the registry the key was looked up in.
-    pub entry: Arc<ClusterEntry>,
-    /// The signing key's id.
-    pub kid: String,
-    /// The verified, parsed payload.
-    pub claims: T,
-}
+use crate::fleet::{Admitted, EnrolledKeys, Registry};
+use crate::refusal::Refusal;
 
 /// The pipeline's settings: whom requests must be addressed to, how fresh they must be,
 /// and how signatures are verified.

@@ -35,8 +35,7 @@ use crate::fleet::Fleet;
 use crate::mirrors::MirrorKind;
 use plan::{Action, Adopted};
 
-/// Condition type on an adopted MemberCluster.
-pub const ADOPTED: &str = "Adopted";
+pub use fleetpulse_common::api::condition::ADOPTED;
 /// The field manager of the adoption's writes.
 pub const FIELD_MANAGER: &str = "fleetpulse-adoption";
 

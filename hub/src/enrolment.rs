@@ -41,8 +41,7 @@ use backend::Backend;
 pub use backend::EnrolStoreError;
 use store::EnrolStore;
 
-/// Condition type on a MemberCluster that enrols with a token.
-pub const ENROLLED: &str = "Enrolled";
+pub use fleetpulse_common::api::condition::ENROLLED;
 /// `Enrolled=False` reason: a registration waits for `fleetpulse-hub approve`.
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
 /// `Enrolled=False` reason: no agent has registered yet.
@@ -50,16 +49,6 @@ pub const AWAITING_ENROLMENT: &str = "AwaitingEnrolment";
 
 /// How often the cache checks the store for changes made by another process.
 const RECHECK: Duration = Duration::from_secs(1);
-
-/// Keys the heartbeat path accepts beyond `spec.agent.publicKeys`.
-pub trait EnrolledKeys: Send + Sync {
-    /// `None` if `kid` is not enrolled; else the key to verify with, or why it is refused.
-    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>>;
-
-    /// Whether an operator asked for `cluster`'s key to be rotated (`fleetpulse-hub key
-    /// rotate`), so the heartbeat answer tells its agent.
-    fn rotation_requested(&self, cluster: &ClusterId) -> bool;
-}
 
 /// What the enrolment rules need from the hub's settings.
 #[derive(Clone, Debug)]
@@ -211,7 +200,7 @@ impl Enrolment {
     }
 }
 
-impl EnrolledKeys for Enrolment {
+impl crate::fleet::EnrolledKeys for Enrolment {
     fn rotation_requested(&self, cluster: &ClusterId) -> bool {
         self.refresh_if_changed();
         let cache = self.cache.read();
@@ -336,6 +325,20 @@ impl Enrolment {
     }
 }
 
+/// Where the enrolment state is kept.
+#[derive(Clone, Copy)]
+pub enum EnrolPlace<'a> {
+    /// In the Secrets of `namespace` (Kubernetes mode), watched.
+    Secrets {
+        /// The hub cluster's client.
+        client: &'a kube::Client,
+        /// The enrolment namespace.
+        namespace: &'a str,
+    },
+    /// In the embedded store under this `--data` directory.
+    Data(&'a std::path::Path),
+}
+
 /// The enrolment namespace when none is given.
 pub const DEFAULT_NAMESPACE: &str = "fleetpulse-system";
 
@@ -343,22 +346,19 @@ pub const DEFAULT_NAMESPACE: &str = "fleetpulse-system";
 /// of the enrolment namespace, watched), has the fleet accept its keys, keeps the
 /// `Enrolled` conditions current and adds the enrolment routes to `app`.
 pub async fn serve(
-    opts: &crate::server::HubOptions,
+    place: EnrolPlace<'_>,
+    settings: EnrolSettings,
     fleet: &Arc<crate::fleet::Fleet>,
     app: axum::Router,
     stop: &CancellationToken,
 ) -> Result<axum::Router, EnrolStoreError> {
-    let mut settings =
-        EnrolSettings::new(opts.decisions.audience.clone(), opts.decisions.freshness);
-    settings.overlap = opts.key_overlap;
-    let enrolment = match &opts.kube {
-        Some(client) => {
-            let namespace = &opts.enrolment_namespace;
+    let enrolment = match place {
+        EnrolPlace::Secrets { client, namespace } => {
             let backend = secrets::SecretStore::watched(client.clone(), namespace, stop).await?;
             tracing::info!(%namespace, "enrolment state is kept in Secrets");
             Enrolment::new(Box::new(backend), settings)?
         }
-        None => Enrolment::open(&opts.data, settings)?,
+        EnrolPlace::Data(data) => Enrolment::open(data, settings)?,
     };
     fleet.use_enrolled_keys(enrolment.clone());
     tokio::spawn(enrolment.clone().follow(fleet.clone(), stop.clone()));

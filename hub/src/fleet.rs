@@ -13,6 +13,7 @@ mod accept;
 pub mod cluster;
 mod hub_checks;
 mod persist;
+mod ports;
 pub mod read;
 pub mod registry;
 pub mod rollouts;
@@ -30,11 +31,13 @@ use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY, Status};
 use fleetpulse_common::protocol::replay::Freshness;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
+pub use accept::Admitted;
 pub use cluster::ClusterState;
+pub use ports::{EnrolledKeys, MirrorStatuses};
 pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
 pub use sets::SetsState;
 
-use crate::core::brake::{Brake, BrakeSettings};
+use crate::core::brake::BrakeSettings;
 use crate::core::health::Debounce;
 use crate::core::rollout::{RolloutBrake, RolloutSettings};
 use crate::metrics::{ConditionLabels, Metrics};
@@ -89,12 +92,12 @@ pub struct Fleet {
     /// and a change only affects the next check round).
     hub_objects: RwLock<Arc<Vec<serde_json::Value>>>,
     /// Keys enrolled with bootstrap tokens, consulted for keys no spec lists.
-    enrolled: std::sync::OnceLock<Arc<dyn crate::enrolment::EnrolledKeys>>,
+    enrolled: std::sync::OnceLock<Arc<dyn EnrolledKeys>>,
     /// Notified after every evaluation of the sets (a health transition, an object change,
     /// a brake change): what consumers of the decisions, such as mirrors, wait on.
     decided: Arc<tokio::sync::Notify>,
     /// The mirror writer, when the hub runs one: the read API shows its statuses.
-    mirrors: std::sync::OnceLock<crate::mirrors::MirrorsHandle>,
+    mirrors: std::sync::OnceLock<Arc<dyn MirrorStatuses>>,
     /// Set at a start whose store may not hold every position accepted before it: the
     /// start, in milliseconds since the epoch; no incarnation at or below it is accepted
     /// ([`fleetpulse_common::protocol::replay::check_floor`]).
@@ -110,7 +113,7 @@ impl Fleet {
             registry: RwLock::new(Arc::new(Registry::default())),
             applying: Mutex::new(()),
             sets: Mutex::new(SetsState::new(
-                Brake::new(settings.brake),
+                settings.brake,
                 RolloutBrake::new(settings.rollout),
             )),
             policies_changed: Arc::new(tokio::sync::Notify::new()),
@@ -134,7 +137,7 @@ impl Fleet {
     }
 
     /// Has the read API show the statuses of this mirror writer (set once).
-    pub fn use_mirrors(&self, mirrors: crate::mirrors::MirrorsHandle) {
+    pub fn use_mirrors(&self, mirrors: Arc<dyn MirrorStatuses>) {
         let _ = self.mirrors.set(mirrors);
     }
 
@@ -150,12 +153,12 @@ impl Fleet {
     }
 
     /// Has the heartbeat path also accept keys enrolled with bootstrap tokens (set once).
-    pub fn use_enrolled_keys(&self, keys: Arc<dyn crate::enrolment::EnrolledKeys>) {
+    pub fn use_enrolled_keys(&self, keys: Arc<dyn EnrolledKeys>) {
         let _ = self.enrolled.set(keys);
     }
 
     /// The keys enrolled with bootstrap tokens, if enrolment is on.
-    pub fn enrolled_keys(&self) -> Option<&dyn crate::enrolment::EnrolledKeys> {
+    pub fn enrolled_keys(&self) -> Option<&dyn EnrolledKeys> {
         self.enrolled.get().map(|k| k.as_ref())
     }
 
@@ -324,7 +327,7 @@ impl Fleet {
 
     /// The metrics in the Prometheus text format.
     pub fn encode_metrics(&self) -> String {
-        let statuses = self.sets.lock().decisions.statuses.clone();
+        let statuses = self.sets.lock().decisions.sets.statuses.clone();
         // Counted at scrape time, so a cluster deleted while marked stops counting.
         let shared = (self.registry().clusters())
             .filter(|e| e.state.lock().extra_status(cluster::SHARED_KEY) == Status::True)

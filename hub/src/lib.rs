@@ -34,6 +34,7 @@ pub mod kubernetes;
 pub mod limiter;
 pub mod metrics;
 pub mod mirrors;
+pub mod refusal;
 pub mod server;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]

@@ -275,7 +275,7 @@ impl Metrics {
             let satisfied = status
                 .conditions
                 .iter()
-                .any(|c| c.type_ == crate::fleet::sets::SATISFIED && c.status == "True");
+                .any(|c| c.type_ == crate::core::sets::SATISFIED && c.status == "True");
             self.set_satisfied
                 .get_or_create(&labels)
                 .set(i64::from(satisfied));

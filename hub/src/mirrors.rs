@@ -149,6 +149,12 @@ impl MirrorsHandle {
     }
 }
 
+impl crate::fleet::MirrorStatuses for MirrorsHandle {
+    fn status(&self, cluster: &ClusterId) -> Vec<MirrorStatus> {
+        MirrorsHandle::status(self, cluster)
+    }
+}
+
 fn entry(default_namespace: &str, mirror: &MirrorRef, input: &MirrorInput) -> Entry {
     let object = mirror.describe(default_namespace);
     let Some(kind) = MirrorKind::of(mirror) else {

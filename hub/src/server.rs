@@ -9,6 +9,7 @@ mod listener;
 mod manifests;
 mod options;
 mod readiness;
+mod services;
 pub mod standby;
 pub mod tls;
 
@@ -35,7 +36,6 @@ use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
 use crate::limiter::failures::FailureLimit;
-use crate::mirrors::Mirrors;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError, StoreWriter};
 
@@ -265,14 +265,14 @@ impl Starting {
         };
         let admin_app = ingest::admin_router(state.clone());
         let app = ingest::router(state);
-        let app = crate::enrolment::serve(&opts, &fleet, app, &shutdown).await?;
+        let app = services::serve_enrolment(&opts, &fleet, app, &shutdown).await?;
         // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
         // status writes retry through API outages, which a restart would not cure.
         let app = match opts.kube {
             None => readiness::gate(app, writer.clone()),
             Some(_) => app,
         };
-        spawn_mirrors(&fleet, &opts, &shutdown, &mut tasks);
+        services::spawn_mirrors(&fleet, &opts, &shutdown, &mut tasks);
         if let Some(client) = opts.kube.clone().filter(|_| !opts.adopt.kinds.is_empty()) {
             let namespace =
                 (opts.adopt.namespace.clone()).unwrap_or_else(|| opts.enrolment_namespace.clone());
@@ -369,25 +369,4 @@ impl Hub {
         }
         self.stop().await
     }
-}
-
-/// Starts the mirror writer and its feed from the fleet. Mirrors are written to
-/// `--mirror-kubeconfig`'s cluster, else (Kubernetes mode) to the hub's own; an embedded
-/// hub without one shows in the read API what it would write.
-fn spawn_mirrors(
-    fleet: &Arc<Fleet>,
-    opts: &HubOptions,
-    shutdown: &CancellationToken,
-    tasks: &mut JoinSet<()>,
-) {
-    let client = opts.mirror_client.clone().or_else(|| opts.kube.clone());
-    let (handle, changes) = Mirrors::spawn(client, opts.mirrors.resync(), shutdown.clone());
-    fleet.use_mirrors(handle.clone());
-    tasks.spawn(crate::mirrors::feed::run(
-        fleet.clone(),
-        opts.mirrors.clone(),
-        handle,
-        changes,
-        shutdown.clone(),
-    ));
 }

@@ -23,7 +23,7 @@ use fleetpulse_common::protocol::report::{
 
 pub use memory_store::MemoryStore;
 
-use crate::admission::Admitted;
+use crate::fleet::Admitted;
 use crate::fleet::{ClusterEntry, Fleet, Settings};
 use crate::store::StoreWriter;
 

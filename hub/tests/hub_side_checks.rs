@@ -10,7 +10,7 @@ use serde_json::json;
 use fleetpulse_common::api::MemberCluster;
 use fleetpulse_common::api::condition::{HEALTHY, Status};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
-use fleetpulse_hub::admission::Admitted;
+use fleetpulse_hub::fleet::Admitted;
 use fleetpulse_hub::fleet::{Objects, Settings, shared};
 use fleetpulse_hub::testing;
 

@@ -14,7 +14,8 @@ use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::keys::{self, KeyId};
 use fleetpulse_common::protocol::replay::{self, Freshness};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
-use fleetpulse_hub::admission::{Admitted, steps};
+use fleetpulse_hub::admission::steps;
+use fleetpulse_hub::fleet::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::testing;
 

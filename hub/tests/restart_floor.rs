@@ -12,8 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
-use fleetpulse_hub::admission::Refusal;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
+use fleetpulse_hub::refusal::Refusal;
 use fleetpulse_hub::store::{PositionsKept, Snapshot};
 use fleetpulse_hub::testing;
 

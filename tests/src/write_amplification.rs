@@ -20,7 +20,7 @@ use serde_json::json;
 
 use fleetpulse_common::api::{ClusterSet, MemberCluster, crds};
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VERSION, Summary};
-use fleetpulse_hub::admission::Admitted;
+use fleetpulse_hub::fleet::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::kubernetes::store::KubeStore;
 use fleetpulse_hub::store::{Store, StoreWriter};

@@ -31,7 +31,7 @@ use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
 use super::resources::Reader;
 use super::{ChecksSource, RunOutcome, builtin, probe};
-use crate::serve::metrics::AgentMetrics;
+use crate::metrics::AgentMetrics;
 
 mod dispatch;
 mod pods;

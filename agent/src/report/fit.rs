@@ -65,7 +65,7 @@ fn summarise_beyond_limit(checks: &mut Vec<CheckResult>) {
                 names.len(),
                 names.join(", ")
             ),
-            since: first.since,
+            since: first.since.clone(),
             consecutive_failures: first.consecutive_failures,
             success_rate_percent: None,
         });

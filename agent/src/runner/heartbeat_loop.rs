@@ -22,12 +22,12 @@ use super::AgentStatus;
 use crate::checks::ChecksSource;
 use crate::hub_client::attempts::Send;
 use crate::hub_client::{Attempts, HubClient, HubError, RetrySchedule};
+use crate::metrics::AgentMetrics;
 use crate::options::AgentOptions;
 use crate::report::{
     ReportBuilder, incarnation_at, sign_config_request, sign_report, unix_seconds,
 };
 use crate::rotation::RotationSettings;
-use crate::serve::metrics::AgentMetrics;
 
 /// Transient failures in a row are logged at warn for the first and every `LOG_EVERY`th.
 const LOG_EVERY: u32 = 10;
@@ -193,8 +193,11 @@ impl<H: HubClient> Agent<H> {
                     plan.overtaken();
                     continue;
                 }
-                self.metrics
-                    .heartbeat(result.as_ref().map(|_| ()), took, SystemTime::now());
+                self.metrics.heartbeat(
+                    result.as_ref().map(|_| ()).map_err(|e| e.failure()),
+                    took,
+                    SystemTime::now(),
+                );
                 let err = match result {
                     Ok(answer) => return Ok((answer, sent_at)),
                     Err(err) => err,

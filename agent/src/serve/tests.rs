@@ -5,8 +5,9 @@ use fleetpulse_common::protocol::report::{CheckResult, ClusterId};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Endpoint, READY_INTERVALS, metrics::AgentMetrics, readiness, serve};
+use super::{Endpoint, READY_INTERVALS, readiness, serve};
 use crate::checks::ChecksSource;
+use crate::metrics::AgentMetrics;
 use crate::runner::AgentStatus;
 
 const INTERVAL: Duration = Duration::from_secs(10);

@@ -13,7 +13,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::checks::probe::tls::AcceptAnyServerCert;
+use super::AcceptAnyServerCert;
 
 /// Verifies the hub against the CA its chain carries, if that CA matches the pin.
 #[derive(Debug)]

@@ -17,6 +17,10 @@ pub const MIRRORED: &str = "Mirrored";
 /// `Accepted`: whether the hub took the object's latest version (on a HealthPolicy always;
 /// on a MemberCluster only while a version of it is refused).
 pub const ACCEPTED: &str = "Accepted";
+/// `Enrolled`: an enrolled key is in force (on MemberClusters that enrol with a token).
+pub const ENROLLED: &str = "Enrolled";
+/// `Adopted`: the object a MemberCluster was adopted from exists (on adopted ones only).
+pub const ADOPTED: &str = "Adopted";
 
 /// A condition's status, as the strings Kubernetes uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

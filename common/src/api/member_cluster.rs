@@ -242,7 +242,7 @@ pub struct MemberClusterStatus {
     pub agent: Option<AgentStatus>,
     /// The latest result of every check the agent reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<CheckStatus>,
+    pub checks: Vec<CheckResult>,
     /// Generation of the effective check configuration the hub serves to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_generation: Option<u64>,
@@ -275,10 +275,11 @@ pub struct AgentStatus {
     pub incarnation: u64,
 }
 
-/// The latest result of one check.
+/// The latest result of one check, as the agent reported it.
+// One type in the heartbeat report and in the status, so the two cannot drift apart.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CheckStatus {
+pub struct CheckResult {
     /// Check name.
     pub name: String,
     /// Check kind.
@@ -290,7 +291,8 @@ pub struct CheckStatus {
     /// What the check said.
     #[serde(default)]
     pub message: String,
-    /// Since when `passing` has had its current value.
+    /// Since when `passing` has had its current value, in whole seconds (as every
+    /// Kubernetes timestamp; a fraction is accepted when read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
     /// Consecutive failed runs.

@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use super::lua_batch::{LuaCheck, Script};
 use super::timing::Timing;
+use super::validate::ValidationError;
 use crate::api::{
     CheckKind, CheckPhase, ClusterCheck, HttpProbe, PodCheck, ReadyNodesCheck, ReadyPodsCheck,
-    TcpProbe, ValidationError,
+    TcpProbe,
 };
 
 /// A check as the engines run it.

@@ -136,7 +136,9 @@ impl Tracker {
             phase: self.phase,
             passing: self.passing,
             message: self.message.clone(),
-            since: self.since,
+            since: self
+                .since
+                .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
             consecutive_failures: self.consecutive_failures,
             success_rate_percent: self.success_rate_percent,
         }

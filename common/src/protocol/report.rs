@@ -1,14 +1,14 @@
 //! The messages: the heartbeat report an agent signs, the hub's answer, the signed config
 //! request and the effective config the hub serves.
 
-use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::limits::{
     MAX_CHECK_NAME_BYTES, MAX_CHECKS, MAX_IDENTITY_BYTES, MAX_MESSAGE_BYTES,
     MAX_REPORT_MESSAGE_BYTES, json_escaped_len,
 };
-use crate::api::{CheckKind, CheckPhase, ClusterCheck};
+pub use crate::api::CheckResult;
+use crate::api::{CheckPhase, ClusterCheck};
 
 /// The report schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -86,32 +86,6 @@ pub struct HeartbeatReport {
     pub checks: Vec<CheckResult>,
     /// Summary of the check results.
     pub summary: Summary,
-}
-
-/// One check's result as the agent judges it (thresholds already applied).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckResult {
-    /// Check name.
-    pub name: String,
-    /// Check kind.
-    pub kind: CheckKind,
-    /// Readiness or liveness.
-    pub phase: CheckPhase,
-    /// Whether the check counts as passing.
-    pub passing: bool,
-    /// What the check said (at most [`MAX_MESSAGE_BYTES`]).
-    #[serde(default)]
-    pub message: String,
-    /// Since when `passing` has had its value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<Timestamp>,
-    /// Consecutive failed runs.
-    #[serde(default)]
-    pub consecutive_failures: u32,
-    /// Success rate over the window, for pod checks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub success_rate_percent: Option<f64>,
 }
 
 /// Summary of a report's checks.
@@ -317,5 +291,33 @@ mod tests {
         for bad in ["a", "/a", "fleet/", "a/b/c"] {
             assert!(ClusterId::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_check_result_is_sent_in_whole_seconds_and_read_with_or_without_a_fraction() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use k8s_openapi::jiff::Timestamp;
+
+        let since: Timestamp = "2026-12-03T19:22:59.123456Z".parse().unwrap();
+        let result = CheckResult {
+            name: "nodes".into(),
+            kind: crate::api::CheckKind::ReadyNodes,
+            phase: CheckPhase::Liveness,
+            passing: true,
+            message: String::new(),
+            since: Some(Time(since)),
+            consecutive_failures: 0,
+            success_rate_percent: None,
+        };
+        let sent = serde_json::to_value(&result).unwrap();
+        assert_eq!(sent["since"], "2026-12-03T19:22:59Z");
+        // What an agent of the previous version sends: the same field with a fraction.
+        let mut older = sent.clone();
+        older["since"] = "2026-12-03T19:22:59.123456Z".into();
+        let read: CheckResult = serde_json::from_value(older).unwrap();
+        assert_eq!(read.since, Some(Time(since)));
+        let read: CheckResult = serde_json::from_value(sent).unwrap();
+        let whole: Timestamp = "2026-12-03T19:22:59Z".parse().unwrap();
+        assert_eq!(read.since, Some(Time(whole)));
     }
 }

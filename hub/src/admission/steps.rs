@@ -15,9 +15,8 @@ use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
 use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, jws};
 
-use super::Refusal;
-use crate::enrolment::EnrolledKeys;
-use crate::fleet::{ClusterEntry, Registry};
+use crate::fleet::{ClusterEntry, EnrolledKeys, Registry};
+use crate::refusal::Refusal;
 
 /// A header's value, when it is present and visible ASCII.
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {

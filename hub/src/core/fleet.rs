@@ -1,16 +1,26 @@
 //! The whole fleet's decisions as one state machine: [`FleetCore::on`] takes an [`Event`]
 //! that carries `now` and returns the [`Effect`]s it decided, in order, for the shell to
-//! carry out (persist, publish, write to Kubernetes). It composes the per-cluster core
-//! ([`super::cluster`]), set evaluation ([`super::sets`]) and the partition brake
-//! ([`super::brake`]) exactly as the fleet does, single-threaded: the failover scenarios
-//! run against it, and against the fleet, which runs the same pieces under per-cluster
-//! locks.
+//! carry out (persist, publish, write to Kubernetes).
+//!
+//! The decisions are composed once, in two parts: one cluster's ([`ClusterCore`]: what a
+//! heartbeat and a detector tick do to it) and the fleet's ([`FleetDecisions`]: the
+//! partition brake observing a tick, every set's evaluation and the membership labels it
+//! moves). The shell holds the first under each cluster's lock and the second under its
+//! sets lock and calls the same functions; `FleetCore` holds them in one place,
+//! single-threaded, and words their outcomes as effects, for the failover scenarios, which
+//! run against both.
 //!
 //! Not modelled here: the rollout brake and hub-side checks (no cluster is held by a
 //! rollout, and every hub-side check counts as run), and HealthPolicies (a cluster's
 //! config is its own heartbeat spec and checks: its generation moves when they change).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+mod effect;
+mod per_fleet;
+
+pub use effect::Effect;
+pub use per_fleet::{FleetDecisions, Observed};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -18,13 +28,13 @@ use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::api::{MemberCluster, MemberClusterSpec, SetSpec};
 use fleetpulse_common::protocol::errors::RejectCode;
-use fleetpulse_common::protocol::replay::{Position, Rejection};
+use fleetpulse_common::protocol::replay::Rejection;
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
-use super::brake::{self, Brake, BrakeEvent, BrakeSettings, BrakeState};
+use super::brake::{BrakeSettings, BrakeState};
 use super::cluster::{ClusterCore, Heartbeat};
 use super::health::{Debounce, Health};
-use super::sets::{self, SetChange, SetSource, Sets};
+use super::sets::{self, SetSource};
 use crate::ids::{ClusterId, SetKey, cluster_id};
 
 /// What the fleet's decisions are made of, as they happen.
@@ -59,52 +69,6 @@ pub enum Event {
     Tick,
 }
 
-/// What the shell must carry out.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Effect {
-    /// A heartbeat was refused; nothing changed.
-    Refused {
-        /// The cluster it named.
-        cluster: ClusterId,
-        /// Why, as the agent is told.
-        rejection: Rejection,
-    },
-    /// A heartbeat was accepted at this position.
-    Accepted {
-        /// The cluster.
-        cluster: ClusterId,
-        /// The position accepted.
-        position: Position,
-        /// The config generation the hub serves the cluster.
-        config_generation: u64,
-    },
-    /// A cluster's health conditions changed: persist and publish them.
-    Conditions {
-        /// The cluster.
-        cluster: ClusterId,
-        /// Its health conditions now (`Reachable`, `Ready`, `Healthy`).
-        conditions: Vec<Condition>,
-    },
-    /// Whether two agents seem to share a cluster's key changed.
-    SharedKey {
-        /// The cluster.
-        cluster: ClusterId,
-        /// Whether its key now looks shared.
-        shared: bool,
-    },
-    /// A set's status changed: persist it; a failover when it dropped clusters.
-    Set(SetChange),
-    /// The membership labels of a cluster changed: every set that now selects it.
-    Membership {
-        /// The cluster.
-        cluster: ClusterId,
-        /// The membership label keys it carries now.
-        labels: Vec<String>,
-    },
-    /// The partition brake changed.
-    Brake(BrakeEvent),
-}
-
 /// Hub-wide settings the core decides with.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CoreSettings {
@@ -136,8 +100,7 @@ pub struct FleetCore {
     settings: CoreSettings,
     clusters: BTreeMap<ClusterId, Member>,
     sets: BTreeMap<SetKey, SetEntry>,
-    decisions: Sets,
-    brake: Brake,
+    decisions: FleetDecisions,
 }
 
 impl FleetCore {
@@ -147,8 +110,7 @@ impl FleetCore {
             settings,
             clusters: BTreeMap::new(),
             sets: BTreeMap::new(),
-            decisions: Sets::default(),
-            brake: Brake::new(settings.brake),
+            decisions: FleetDecisions::new(settings.brake),
         }
     }
 
@@ -195,12 +157,12 @@ impl FleetCore {
 
     /// Every set's status, as last evaluated.
     pub fn set_statuses(&self) -> &BTreeMap<SetKey, fleetpulse_common::api::SetStatus> {
-        &self.decisions.statuses
+        &self.decisions.sets.statuses
     }
 
     /// The partition brake's state.
     pub fn brake(&self) -> BrakeState {
-        self.brake.state()
+        self.decisions.brake.state()
     }
 
     /// Returns whether the sets must be evaluated.
@@ -310,17 +272,13 @@ impl FleetCore {
                 });
             }
         }
-        let settle = brake::settle(&samples);
-        let event = self.brake.observe(now, samples, settle);
-        if let Some(event) = event {
-            if event == BrakeEvent::Released {
-                for member in self.clusters.values_mut() {
-                    member.core.liveness.reset_grace(now);
-                }
+        let observed = self.decisions.observe(samples, now, wall, effects);
+        if observed.reset_grace {
+            for member in self.clusters.values_mut() {
+                member.core.liveness.reset_grace(now);
             }
-            effects.push(Effect::Brake(event));
         }
-        changed || event.is_some() || self.decisions.deadline_passed(wall)
+        changed || observed.evaluate
     }
 
     fn evaluate(&mut self, wall: Timestamp, effects: &mut Vec<Effect>) {
@@ -332,22 +290,6 @@ impl FleetCore {
             spec: &set.spec,
             generation: set.generation,
         });
-        let before = self.decisions.membership();
-        let frozen = self.brake.frozen();
-        let changes = (self.decisions).evaluate(sources, &views, &HashSet::new(), frozen, wall);
-        effects.extend(changes.into_iter().map(Effect::Set));
-        // By difference, not from the set changes alone: a removed set changes no status
-        // but takes its label off every cluster it selected.
-        let after = self.decisions.membership();
-        let clusters: BTreeSet<&ClusterId> = before.keys().chain(after.keys()).collect();
-        for id in clusters {
-            let labels = after.get(id);
-            if before.get(id) != labels {
-                effects.push(Effect::Membership {
-                    cluster: id.clone(),
-                    labels: labels.cloned().unwrap_or_default(),
-                });
-            }
-        }
+        (self.decisions).evaluate(sources, &views, &HashSet::new(), wall, effects);
     }
 }

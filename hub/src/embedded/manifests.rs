@@ -281,8 +281,9 @@ fn add_object(value: serde_json::Value, objects: &mut Objects) -> Result<(), Str
             "{kind} has no metadata.name; every object needs one"
         )),
     };
-    let invalid =
-        |name: &str, e: fleetpulse_common::api::ValidationError| format!("{kind} {name}: {e}");
+    let invalid = |name: &str, e: fleetpulse_common::checks::validate::ValidationError| {
+        format!("{kind} {name}: {e}")
+    };
     match kind.as_str() {
         "MemberCluster" => {
             let mut x: MemberCluster = parse(&kind, value)?;

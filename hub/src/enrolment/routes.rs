@@ -23,8 +23,8 @@ use fleetpulse_common::enrol::{ENROL_PATH, ROTATE_PATH};
 use fleetpulse_common::protocol::errors::RejectCode;
 
 use super::Enrolment;
-use crate::admission::Refusal;
 use crate::fleet::Fleet;
+use crate::refusal::Refusal;
 
 #[derive(Clone)]
 struct Shared {

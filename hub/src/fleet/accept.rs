@@ -4,6 +4,7 @@
 //! (liveness, health, key sharing); this shell records the report for the read API,
 //! writes the status when a condition changed and has the sets evaluated.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
@@ -12,10 +13,23 @@ use fleetpulse_common::protocol::report::{HeartbeatAnswer, HeartbeatReport};
 
 use fleetpulse_common::api::condition::Status;
 
+use super::ClusterEntry;
 use super::Fleet;
 use super::cluster::{ClusterState, SHARED_KEY};
-use crate::admission::{Admitted, Refusal};
 use crate::core::cluster::Heartbeat;
+use crate::refusal::Refusal;
+
+/// A request that passed every step but the replay rule: its cluster, the key id that
+/// signed it and what it claims.
+#[derive(Debug)]
+pub struct Admitted<T> {
+    /// The cluster's entry in the registry the key was looked up in.
+    pub entry: Arc<ClusterEntry>,
+    /// The signing key's id.
+    pub kid: String,
+    /// The verified, parsed payload.
+    pub claims: T,
+}
 
 impl Fleet {
     /// Applies a heartbeat that passed every other admission step: the replay rule

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::api::condition::{self, Status};
-use fleetpulse_common::api::{AgentStatus, CheckStatus, MemberClusterStatus};
+use fleetpulse_common::api::{AgentStatus, CheckResult, MemberClusterStatus};
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
@@ -21,8 +21,8 @@ pub const EXTRA: [&str; 5] = [
     condition::ACCEPTED,
     condition::MIRRORED,
     SHARED_KEY,
-    crate::enrolment::ENROLLED,
-    crate::adoption::ADOPTED,
+    condition::ENROLLED,
+    condition::ADOPTED,
 ];
 /// `SharedKey`: True while two running agents seem to sign with the cluster's key.
 pub const SHARED_KEY: &str = "SharedKey";
@@ -54,7 +54,7 @@ pub struct ClusterState {
     >,
     last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
-    checks: Vec<CheckStatus>,
+    checks: Vec<CheckResult>,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
@@ -139,20 +139,11 @@ impl ClusterState {
         self.checks.truncate(report.checks.len());
         for (i, c) in report.checks.iter().enumerate() {
             let Some(status) = self.checks.get_mut(i) else {
-                self.checks.push(CheckStatus {
-                    name: c.name.clone(),
-                    kind: c.kind,
-                    phase: c.phase,
-                    passing: c.passing,
-                    message: c.message.clone(),
-                    since: c.since.map(Time),
-                    consecutive_failures: c.consecutive_failures,
-                    success_rate_percent: c.success_rate_percent,
-                });
+                self.checks.push(c.clone());
                 continue;
             };
             // Exhaustive, so that a new field cannot be left stale.
-            let CheckStatus {
+            let CheckResult {
                 name,
                 kind,
                 phase,
@@ -167,7 +158,7 @@ impl ClusterState {
             *phase = c.phase;
             *passing = c.passing;
             message.clone_from(&c.message);
-            *since = c.since.map(Time);
+            since.clone_from(&c.since);
             *consecutive_failures = c.consecutive_failures;
             *success_rate_percent = c.success_rate_percent;
         }

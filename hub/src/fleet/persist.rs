@@ -29,7 +29,7 @@ impl Fleet {
             positions_kept,
         } = snapshot;
         self.floor_incarnations(positions_kept, wall);
-        self.sets.lock().decisions.statuses.extend(sets);
+        self.sets.lock().decisions.sets.statuses.extend(sets);
         let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
         let mut states = self.states.lock();
         for id in ids {
@@ -118,25 +118,6 @@ impl Fleet {
     pub fn sync(&self) {
         self.flush_positions();
         self.store.sync();
-    }
-
-    /// Records a cluster's `Mirrored` condition (`None`: it has no mirrors any more) and
-    /// writes its status if that changed it.
-    pub fn set_mirrored(
-        &self,
-        cluster: &ClusterId,
-        mirrored: Option<&crate::mirrors::MirroredCondition>,
-        wall: Timestamp,
-    ) {
-        let condition = mirrored.map(|m| {
-            (
-                Status::parse(m.status),
-                m.reason.as_str(),
-                m.message.as_str(),
-            )
-        });
-        let mirrored = fleetpulse_common::api::condition::MIRRORED;
-        self.set_condition(cluster, mirrored, condition, wall);
     }
 
     /// Sets (or, with `None`, removes) one of the conditions kept outside the health core

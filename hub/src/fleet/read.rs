@@ -35,7 +35,7 @@ impl Fleet {
 
     /// Whether the partition brake holds set reassignment (and mirror writes) now.
     pub fn reassignment_frozen(&self) -> bool {
-        self.sets.lock().brake.frozen()
+        self.sets.lock().decisions.brake.frozen()
     }
 
     /// The clusters a tripped rollout held at the last evaluation: their sets, and their
@@ -90,9 +90,7 @@ impl Fleet {
             .map(|cs| (**cs).clone())
             .collect();
         for cs in &mut items {
-            cs.status = sets
-                .decisions
-                .statuses
+            cs.status = (sets.decisions.sets.statuses)
                 .get(&SetKey::of_cluster_set(cs))
                 .cloned();
         }
@@ -104,7 +102,12 @@ impl Fleet {
         let sets = self.sets.lock();
         let mut items: Vec<_> = self.registry().sets().map(|s| (**s).clone()).collect();
         for s in &mut items {
-            s.status = sets.decisions.statuses.get(&SetKey::of_set(s)).cloned();
+            s.status = sets
+                .decisions
+                .sets
+                .statuses
+                .get(&SetKey::of_set(s))
+                .cloned();
         }
         items
     }
@@ -113,7 +116,7 @@ impl Fleet {
     pub fn hub_status(&self) -> HubStatus {
         let registry = self.registry();
         let sets = self.sets.lock();
-        let (state, message) = match sets.brake.state() {
+        let (state, message) = match sets.decisions.brake.state() {
             BrakeState::Released => ("Released", "set reassignment follows cluster health".to_owned()),
             BrakeState::Engaged { late, reporting, .. } => (
                 "Engaged",
@@ -132,7 +135,7 @@ impl Fleet {
             sets: registry.cluster_sets().count() + registry.sets().count(),
             partition_brake: BrakeStatus {
                 state: state.to_owned(),
-                frozen: sets.brake.frozen(),
+                frozen: sets.decisions.brake.frozen(),
                 since: sets.brake_changed.map(Time),
                 message,
             },

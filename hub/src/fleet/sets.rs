@@ -1,8 +1,9 @@
 //! ClusterSet and Set evaluation on the fleet: builds each cluster's [`ClusterView`], has
-//! the core evaluate every set ([`crate::core::sets`]), persists what changed, and drives
-//! the partition [`Brake`]. Evaluation runs at once on any health transition (from the
-//! heartbeat path or the detector tick), on reload, on a brake change, and when a
-//! selected cluster's toleration runs out; never on a resync timer.
+//! the core's fleet-wide part ([`FleetDecisions`]) evaluate every set and observe the
+//! partition brake, and carries out the effects: persists, counts and logs them.
+//! Evaluation runs at once on any health transition (from the heartbeat path or the
+//! detector tick), on reload, on a brake change, and when a selected cluster's toleration
+//! runs out; never on a resync timer.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -12,10 +13,11 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterEntry, Fleet};
-use crate::core::brake::{Brake, BrakeEvent, BrakeState};
+use crate::core::brake::{BrakeEvent, BrakeSettings, BrakeState};
+use crate::core::fleet::{Effect, FleetDecisions};
 use crate::core::rollout::RolloutBrake;
 use crate::core::selection::ClusterView;
-use crate::core::sets::{SetSource, Sets};
+use crate::core::sets::SetSource;
 use crate::ids::SetKey;
 use crate::store::Write;
 
@@ -24,10 +26,9 @@ pub use crate::core::sets::{REASSIGNMENT_FROZEN, SATISFIED};
 /// Set statuses and the brake.
 #[derive(Debug)]
 pub struct SetsState {
-    /// Every set's status as last evaluated, and the next toleration deadline.
-    pub decisions: Sets,
-    /// The partition brake.
-    pub brake: Brake,
+    /// The fleet-wide decisions: every set's status as last evaluated, the next toleration
+    /// deadline, and the partition brake.
+    pub decisions: FleetDecisions,
     /// The rollout brake.
     pub rollouts: RolloutBrake,
     /// When the brake last changed, on the wall clock.
@@ -38,10 +39,9 @@ pub struct SetsState {
 
 impl SetsState {
     /// Empty state with a released brake.
-    pub fn new(brake: Brake, rollouts: RolloutBrake) -> Self {
+    pub fn new(brake: BrakeSettings, rollouts: RolloutBrake) -> Self {
         Self {
-            decisions: Sets::default(),
-            brake,
+            decisions: FleetDecisions::new(brake),
             rollouts,
             brake_changed: None,
             held: HashSet::new(),
@@ -67,7 +67,6 @@ impl Fleet {
             registry.clusters().map(|e| view(e)).collect()
         };
         let mut sets = self.sets.lock();
-        let frozen = sets.brake.frozen();
         let held = self.rollout_holds(&mut sets, &registry, wall);
         let keys: Vec<(SetKey, _, _)> = (registry.cluster_sets())
             .map(|cs| {
@@ -84,13 +83,17 @@ impl Fleet {
             spec,
             generation: *generation,
         });
-        let changes = sets
-            .decisions
-            .evaluate(sources, &views, &held, frozen, wall);
+        let mut effects = Vec::new();
+        (sets.decisions).evaluate(sources, &views, &held, wall, &mut effects);
         sets.held = held;
         drop(sets);
-        let mut writes = Vec::with_capacity(changes.len());
-        for change in changes {
+        let mut writes = Vec::with_capacity(effects.len());
+        for effect in effects {
+            // Membership labels follow the set statuses written here (the Kubernetes
+            // store's label consumer reads them from there).
+            let Effect::Set(change) = effect else {
+                continue;
+            };
             if !change.dropped.is_empty() {
                 self.metrics().failover(&change.key, &change.dropped);
                 let reason = change.status.last_failover_reason.as_deref();
@@ -109,55 +112,57 @@ impl Fleet {
     }
 
     /// Feeds the brake the tick's `(last heartbeat, grace period)` of every unpaused
-    /// cluster; returns whether the sets must be re-evaluated (the brake changed, or a
-    /// toleration ran out).
+    /// cluster and carries out what it decided; returns whether the sets must be
+    /// re-evaluated (the brake changed, or a toleration ran out).
     pub(super) fn drive_brake(
         &self,
         now: Instant,
         wall: Timestamp,
         samples: Vec<(Option<Instant>, Duration)>,
     ) -> bool {
-        let settle = crate::core::brake::settle(&samples);
         let mut sets = self.sets.lock();
-        let event = sets.brake.observe(now, samples, settle);
-        let deadline_passed = sets.decisions.deadline_passed(wall);
-        if event.is_some() {
+        let mut effects = Vec::new();
+        let observed = (sets.decisions).observe(samples, now, wall, &mut effects);
+        let brake = sets.decisions.brake.state();
+        if !effects.is_empty() {
             sets.brake_changed = Some(wall);
         }
-        self.metrics().brake(&sets.brake.state());
-        match event {
-            Some(BrakeEvent::Engaged) => {
-                if let BrakeState::Engaged {
-                    late, reporting, ..
-                } = sets.brake.state()
-                {
+        drop(sets);
+        self.metrics().brake(&brake);
+        if observed.reset_grace {
+            for e in self.registry().clusters() {
+                e.state.lock().core.liveness.reset_grace(now);
+            }
+        }
+        for effect in effects {
+            match (effect, brake) {
+                (
+                    Effect::Brake(BrakeEvent::Engaged),
+                    BrakeState::Engaged {
+                        late, reporting, ..
+                    },
+                ) => {
                     tracing::error!(
                         late,
                         reporting,
                         "most clusters went quiet at once: assuming this hub is partitioned; set reassignment frozen"
                     );
                 }
-            }
-            Some(BrakeEvent::Released) => {
-                drop(sets);
-                for e in self.registry().clusters() {
-                    e.state.lock().core.liveness.reset_grace(now);
-                }
-                tracing::warn!(
-                    settle_seconds = settle.as_secs(),
+                (Effect::Brake(BrakeEvent::Released), _) => tracing::warn!(
+                    settle_seconds = observed.settle.as_secs(),
                     "heartbeats returned: every cluster gets a fresh grace period; reassignment stays frozen while it runs"
-                );
+                ),
+                (Effect::Brake(BrakeEvent::Settled), _) => {
+                    tracing::info!("partition brake released: set reassignment resumes")
+                }
+                _ => {}
             }
-            Some(BrakeEvent::Settled) => {
-                tracing::info!("partition brake released: set reassignment resumes")
-            }
-            None => {}
         }
-        event.is_some() || deadline_passed
+        observed.evaluate
     }
 
     /// Membership labels per cluster: every set that selects it.
     pub fn membership_labels(&self) -> HashMap<ClusterId, Vec<String>> {
-        self.sets.lock().decisions.membership()
+        self.sets.lock().decisions.sets.membership()
     }
 }

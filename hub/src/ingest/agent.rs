@@ -19,8 +19,8 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::AppState;
-use crate::admission::Refusal;
 use crate::limiter::failures::Source;
+use crate::refusal::Refusal;
 
 /// The peer address the listener attaches to each request.
 type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;

@@ -28,7 +28,7 @@ use prometheus_client::metrics::counter::Counter;
 use fleetpulse_common::protocol::errors::RejectCode;
 
 use super::{Limit, Limiter};
-use crate::admission::Refusal;
+use crate::refusal::Refusal;
 
 /// Whether a refusal with `code` counts as an authentication failure of its source.
 ///

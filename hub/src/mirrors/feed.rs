@@ -33,7 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use super::{MirrorArgs, MirrorChange, MirrorInput, MirrorsHandle};
+use super::{MirrorArgs, MirrorChange, MirrorInput, MirroredCondition, MirrorsHandle};
 use crate::core::health::reason::{LIVENESS_CHECKS_FAILING, UNREACHABLE};
 use crate::fleet::{ClusterState, Fleet};
 
@@ -54,7 +54,7 @@ pub async fn run(
             () = stop.cancelled() => return,
             () = decided.notified() => feed.sync(&fleet, &args, &handle),
             Some(change) = changes.recv() => {
-                fleet.set_mirrored(&change.cluster, Some(&change.condition), Timestamp::now());
+                set_mirrored(&fleet, &change.cluster, Some(&change.condition), Timestamp::now());
             }
         }
     }
@@ -98,7 +98,7 @@ impl Feed {
                 // Its mirrors were removed from the spec: no longer managed, no condition.
                 self.told.remove(&entry.id);
                 handle.forget(entry.id.clone());
-                fleet.set_mirrored(&entry.id, None, Timestamp::now());
+                set_mirrored(fleet, &entry.id, None, Timestamp::now());
                 continue;
             }
             let told = self.told.get(&entry.id).map(|t| &t.input);
@@ -186,6 +186,24 @@ impl Seen {
             memberships,
         }
     }
+}
+
+/// Records a cluster's `Mirrored` condition (`None`: it has no mirrors any more) in the
+/// fleet, which writes its status if that changed it.
+pub fn set_mirrored(
+    fleet: &Fleet,
+    cluster: &ClusterId,
+    mirrored: Option<&MirroredCondition>,
+    wall: Timestamp,
+) {
+    let condition = mirrored.map(|m| {
+        (
+            Status::parse(m.status),
+            m.reason.as_str(),
+            m.message.as_str(),
+        )
+    });
+    fleet.set_condition(cluster, condition::MIRRORED, condition, wall);
 }
 
 #[cfg(test)]

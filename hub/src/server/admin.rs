@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
-use crate::admission::Refusal;
 use crate::limiter::failures::{FailureLimit, Source};
+use crate::refusal::Refusal;
 
 /// How the admin listener authenticates its callers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

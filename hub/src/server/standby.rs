@@ -12,7 +12,7 @@ use axum::routing::get;
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
-use crate::admission::Refusal;
+use crate::refusal::Refusal;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const NOT_LEADER: &str = "# HELP fleetpulse_hub_leader 1 on the replica that leads and serves agents (standbys expose 0).\n\

@@ -135,7 +135,7 @@ async fn an_unchanged_check_keeps_its_verdict_across_a_new_config() {
             .any(|c| c.name == "nodes-ready" && c.message != "not run yet")
     })
     .await;
-    let since = find(&before, "nodes-ready").since;
+    let since = find(&before, "nodes-ready").since.clone();
     assert!(!find(&before, "nodes-ready").passing);
     engine.apply_config(&config(
         vec![lua("nodes-ready", ALL_NODES_READY)],

@@ -13,13 +13,12 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{ClientConfig, RootCertStore};
 
 use super::target::ProbeSpecError;
+use crate::tls::AcceptAnyServerCert;
 
 /// How the probe verifies the server's certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,65 +94,4 @@ fn system_roots(required: bool) -> Result<RootCertStore, ProbeSpecError> {
         return Err(ProbeSpecError::NoSystemRoots { errors });
     }
     Ok(roots)
-}
-
-/// A certificate verifier for `insecureSkipVerify`: any chain, any name, any validity
-/// period. Handshake signatures are still checked with the provider's algorithms.
-#[derive(Debug)]
-pub struct AcceptAnyServerCert {
-    provider: Arc<CryptoProvider>,
-}
-
-impl AcceptAnyServerCert {
-    /// A verifier checking handshake signatures with `provider`'s algorithms.
-    pub fn new(provider: Arc<CryptoProvider>) -> Self {
-        Self { provider }
-    }
-}
-
-impl ServerCertVerifier for AcceptAnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }

@@ -6,6 +6,7 @@ use fleetpulse_common::protocol::limits::{
 use fleetpulse_common::protocol::report::{
     CheckResult, ClusterId, HeartbeatReport, MAX_POSITION, SCHEMA_VERSION, Summary,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
@@ -23,7 +24,7 @@ fn result(i: usize, phase: CheckPhase, passing: bool, message: String) -> CheckR
         phase,
         passing,
         message,
-        since: Some(Timestamp::from_second(253_402_207_199).unwrap()),
+        since: Some(Time(Timestamp::from_second(253_402_207_199).unwrap())),
         consecutive_failures: u32::MAX,
         success_rate_percent: Some(-1.234_567_890_123_456_7e-300),
     }

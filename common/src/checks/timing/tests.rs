@@ -1,3 +1,5 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::*;
 
 fn t(s: i64) -> Timestamp {
@@ -41,7 +43,7 @@ fn failure_threshold_needs_consecutive_failures() {
     let r = c.result();
     assert_eq!(
         (r.consecutive_failures, r.message.as_str(), r.since),
-        (3, "e", Some(t(50)))
+        (3, "e", Some(Time(t(50))))
     );
 }
 
@@ -62,13 +64,13 @@ fn success_threshold_needs_consecutive_successes_to_recover() {
     assert!(!c.passing(), "readiness needs two successes to begin with");
     c.record(&RunOutcome::pass("2"), t(10));
     assert!(c.passing());
-    assert_eq!(c.result().since, Some(t(10)));
+    assert_eq!(c.result().since, Some(Time(t(10))));
     c.record(&RunOutcome::fail("down"), t(20));
     c.record(&RunOutcome::pass("3"), t(30));
     assert!(!c.passing());
     c.record(&RunOutcome::pass("4"), t(40));
     assert!(c.passing());
-    assert_eq!(c.result().since, Some(t(40)));
+    assert_eq!(c.result().since, Some(Time(t(40))));
 }
 
 #[test]
@@ -76,5 +78,5 @@ fn since_moves_only_when_the_verdict_changes() {
     let mut c = tracker(CheckPhase::Liveness, timing(1, 1, 0));
     c.record(&RunOutcome::pass("a"), t(0));
     c.record(&RunOutcome::pass("b"), t(10));
-    assert_eq!(c.result().since, Some(t(0)));
+    assert_eq!(c.result().since, Some(Time(t(0))));
 }

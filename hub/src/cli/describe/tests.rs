@@ -1,7 +1,7 @@
 use super::*;
 use fleetpulse_common::api::condition::{self, Status};
 use fleetpulse_common::api::{
-    AgentPublicKey, AgentStatus, CheckKind, CheckPhase, CheckStatus, MemberClusterStatus,
+    AgentPublicKey, AgentStatus, CheckKind, CheckPhase, CheckResult, MemberClusterStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
@@ -29,7 +29,7 @@ fn described() -> Described {
             cluster_uid: "uid-1".into(),
             incarnation: 7,
         }),
-        checks: vec![CheckStatus {
+        checks: vec![CheckResult {
             name: "dns".into(),
             kind: CheckKind::Pod,
             phase: CheckPhase::Liveness,

@@ -87,7 +87,7 @@ pub fn member_cluster_table(items: &[MemberCluster], now: Timestamp, wide: bool)
 }
 
 /// `name: message` of every failing check, `;`-separated (`-` when all pass).
-pub fn failing_checks(checks: &[fleetpulse_common::api::CheckStatus]) -> String {
+pub fn failing_checks(checks: &[fleetpulse_common::api::CheckResult]) -> String {
     let failing: Vec<String> = checks
         .iter()
         .filter(|c| !c.passing)

@@ -53,8 +53,8 @@ fn table_shows_health_and_since_when() {
 
 #[test]
 fn wide_table_names_each_failing_check_with_its_message() {
-    use fleetpulse_common::api::{CheckKind, CheckPhase, CheckStatus};
-    let check = |name: &str, passing: bool, message: &str| CheckStatus {
+    use fleetpulse_common::api::{CheckKind, CheckPhase, CheckResult};
+    let check = |name: &str, passing: bool, message: &str| CheckResult {
         name: name.into(),
         kind: CheckKind::Lua,
         phase: CheckPhase::Liveness,

@@ -118,7 +118,7 @@ fn mirrored_during(
         then: Mutex::new(Some(Box::new(move || {
             let (done_tx, done) = mpsc::channel();
             *handle.lock() = Some(std::thread::spawn(move || {
-                writer.set_mirrored(&cluster, Some(&mirrored()), Timestamp::now());
+                super::set_mirrored(&writer, &cluster, Some(&mirrored()), Timestamp::now());
                 let _ = done_tx.send(());
             }));
             // At once, unless this thread holds a lock the write needs: then the write

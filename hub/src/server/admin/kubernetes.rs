@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
-use crate::admission::Refusal;
+use crate::refusal::Refusal;
 
 /// Reviews tokens and access with the management cluster's API.
 pub(crate) struct Reviewer {

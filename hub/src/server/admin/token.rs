@@ -20,7 +20,7 @@ use subtle::ConstantTimeEq;
 
 use fleetpulse_common::protocol::errors::RejectCode;
 
-use crate::admission::Refusal;
+use crate::refusal::Refusal;
 
 /// The token file could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,8 @@
 //! checks are validated by parsing them ([`Check::parse_lists`]). Each error names the
 //! field and says how to fix it.
 
-use super::{HealthPolicySpec, MemberClusterSpec, SetSpec};
-use crate::checks::model::Check;
+use super::model::Check;
+use crate::api::{HealthPolicySpec, MemberClusterSpec, SetSpec};
 use crate::protocol::keys;
 
 /// A spec that breaks a rule of the schema.

@@ -21,8 +21,6 @@ use prometheus_client::registry::{Registry, Unit};
 
 use fleetpulse_common::protocol::report::CheckResult;
 
-use crate::hub_client::HubError;
-
 /// `reason` label of failed heartbeats.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
@@ -162,30 +160,30 @@ impl Default for Inner {
     }
 }
 
-/// The `outcome` label of a heartbeat attempt's round trip.
-fn outcome(result: Result<(), &HubError>) -> &'static str {
-    match result {
-        Ok(()) => "accepted",
-        Err(HubError::Unreachable { .. }) => "no_answer",
-        Err(_) => "refused",
-    }
+/// How a heartbeat attempt failed, as the metrics label it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Whether the hub answered (it refused) rather than not at all.
+    pub answered: bool,
+    /// The `reason` label: the hub's rejection code, or what kind of transport failure.
+    pub reason: &'static str,
 }
 
-/// The `reason` label of a failed heartbeat: the hub's rejection code, or what kind of
-/// transport failure it was.
-fn reason(err: &HubError) -> &'static str {
-    match err {
-        HubError::Unreachable { .. } => "unreachable",
-        HubError::Rejected { body, .. } => body.code.as_str(),
-        HubError::Status { .. } => "http_error",
-        HubError::BadAnswer { .. } => "bad_answer",
+/// The `outcome` label of a heartbeat attempt's round trip.
+fn outcome(result: Result<(), Failure>) -> &'static str {
+    match result {
+        Ok(()) => "accepted",
+        Err(Failure {
+            answered: false, ..
+        }) => "no_answer",
+        Err(_) => "refused",
     }
 }
 
 impl AgentMetrics {
     /// Records one heartbeat attempt: sent, its round trip `took` (from sending the report
     /// to the answer or the error), and accepted at `now` or failed.
-    pub fn heartbeat(&self, result: Result<(), &HubError>, took: Duration, now: SystemTime) {
+    pub fn heartbeat(&self, result: Result<(), Failure>, took: Duration, now: SystemTime) {
         let m = &self.inner;
         m.sent.inc();
         m.heartbeat_duration
@@ -202,9 +200,7 @@ impl AgentMetrics {
             }
             Err(err) => {
                 m.failed
-                    .get_or_create(&ReasonLabels {
-                        reason: reason(err),
-                    })
+                    .get_or_create(&ReasonLabels { reason: err.reason })
                     .inc();
             }
         }

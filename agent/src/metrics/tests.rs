@@ -37,8 +37,8 @@ fn failed_heartbeats_are_counted_by_the_hubs_rejection_code_and_accepted_ones_se
     let m = AgentMetrics::default();
     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let took = Duration::from_millis(30);
-    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), took, at);
-    m.heartbeat(Err(&rejected(RejectCode::UnknownKey)), took, at);
+    m.heartbeat(Err(rejected(RejectCode::UnknownKey).failure()), took, at);
+    m.heartbeat(Err(rejected(RejectCode::UnknownKey).failure()), took, at);
     assert_eq!(m.last_accepted(), None);
     m.heartbeat(Ok(()), took, at);
     let text = m.encode(&[]);
@@ -87,7 +87,7 @@ fn each_heartbeat_round_trip_lands_in_its_bucket_by_outcome() {
         m.heartbeat(Ok(()), Duration::from_millis(ms), at);
     }
     m.heartbeat(
-        Err(&rejected(RejectCode::BadSignature)),
+        Err(rejected(RejectCode::BadSignature).failure()),
         Duration::from_millis(120),
         at,
     );
@@ -95,7 +95,7 @@ fn each_heartbeat_round_trip_lands_in_its_bucket_by_outcome() {
         url: "https://hub.example/v1/heartbeat".into(),
         source: "timed out".into(),
     };
-    m.heartbeat(Err(&unreachable), Duration::from_secs(12), at);
+    m.heartbeat(Err(unreachable.failure()), Duration::from_secs(12), at);
     let text = m.encode(&[]);
     let bucket = "fleetpulse_agent_heartbeat_duration_seconds_bucket";
     for line in [

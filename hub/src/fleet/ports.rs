@@ -1,0 +1,25 @@
+//! What the fleet asks of the parts above it, as traits they implement: the keys enrolled
+//! with bootstrap tokens (the enrolment service) and the statuses of mirror objects (the
+//! mirror writer). The fleet holds them as trait objects, so it needs neither module.
+
+use ed25519_dalek::VerifyingKey;
+
+use fleetpulse_common::api::MirrorStatus;
+use fleetpulse_common::protocol::replay::Rejection;
+use fleetpulse_common::protocol::report::ClusterId;
+
+/// Keys the heartbeat path accepts beyond `spec.agent.publicKeys`.
+pub trait EnrolledKeys: Send + Sync {
+    /// `None` if `kid` is not enrolled; else the key to verify with, or why it is refused.
+    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>>;
+
+    /// Whether an operator asked for `cluster`'s key to be rotated (`fleetpulse-hub key
+    /// rotate`), so the heartbeat answer tells its agent.
+    fn rotation_requested(&self, cluster: &ClusterId) -> bool;
+}
+
+/// The state of each mirror object, for the read API.
+pub trait MirrorStatuses: Send + Sync {
+    /// The statuses of `cluster`'s mirror objects.
+    fn status(&self, cluster: &ClusterId) -> Vec<MirrorStatus>;
+}
