@@ -1,11 +1,13 @@
 //! The hub, as the agent sees it: a small trait ([`HubClient`]) with one real
 //! implementation over HTTPS ([`HttpHubClient`]), and [`HubError`], which sorts every
 //! failed request into "retry soon" ([`HubError::is_transient`]) or "needs a fix", and
-//! the [`RetrySchedule`] and [`Attempts`] (retries and hedges) for the first kind.
+//! the [`RetrySchedule`] and [`Attempts`] (retries and hedges) for the first kind, which
+//! waits longer where the hub asks to with `Retry-After` ([`retry_after`]).
 
 pub mod attempts;
 mod http;
 pub mod retry;
+pub mod retry_after;
 
 use std::future::Future;
 use std::time::Duration;
@@ -81,6 +83,8 @@ pub enum HubError {
         status: u16,
         /// The hub's error body.
         body: ErrorBody,
+        /// The wait its `Retry-After` asked for (capped; see [`retry_after`]).
+        retry_after: Option<Duration>,
     },
     /// A non-success answer without a protocol error body (a proxy or load balancer).
     #[error("hub at {url} answered HTTP {status}: {body}")]
@@ -91,6 +95,8 @@ pub enum HubError {
         status: u16,
         /// The start of the body.
         body: String,
+        /// The wait its `Retry-After` asked for (capped; see [`retry_after`]).
+        retry_after: Option<Duration>,
     },
     /// A success status with a body that is not the expected JSON.
     #[error("hub at {url} answered with a body that is not a {expected}: {source}")]
@@ -131,6 +137,27 @@ impl HubError {
         };
         let answered = !matches!(self, HubError::Unreachable { .. });
         Failure { answered, reason }
+    }
+
+    /// How long the hub (or a proxy before it) asked the agent to wait before its next
+    /// attempt: the `Retry-After` of a 503 or 429 answer, capped at
+    /// [`retry_after::MAX_RETRY_AFTER`]. `None` for any other failure.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HubError::Rejected {
+                status,
+                retry_after,
+                ..
+            }
+            | HubError::Status {
+                status,
+                retry_after,
+                ..
+            } if retry_after::honoured_for(*status) => {
+                retry_after.map(|wait| wait.min(retry_after::MAX_RETRY_AFTER))
+            }
+            _ => None,
+        }
     }
 
     /// The rejection code, when the hub sent one.
@@ -187,6 +214,7 @@ mod tests {
                 message: "m".into(),
                 last_accepted: last,
             },
+            retry_after: None,
         }
     }
 
@@ -197,7 +225,8 @@ mod tests {
             HubError::Status {
                 url: "u".into(),
                 status: 502,
-                body: String::new()
+                body: String::new(),
+                retry_after: None,
             }
             .is_transient()
         );
@@ -205,7 +234,8 @@ mod tests {
             HubError::Status {
                 url: "u".into(),
                 status: 429,
-                body: String::new()
+                body: String::new(),
+                retry_after: None,
             }
             .is_transient()
         );
@@ -219,7 +249,8 @@ mod tests {
             !HubError::Status {
                 url: "u".into(),
                 status: 404,
-                body: String::new()
+                body: String::new(),
+                retry_after: None,
             }
             .is_transient()
         );
@@ -247,5 +278,34 @@ mod tests {
             rejected(RejectCode::StaleSequence, None).sequence_conflict(),
             None
         );
+    }
+
+    #[test]
+    fn only_a_503_or_429_asks_the_agent_to_wait() {
+        let two = Some(Duration::from_secs(2));
+        let status = |status, retry_after| HubError::Status {
+            url: "u".into(),
+            status,
+            body: String::new(),
+            retry_after,
+        };
+        assert_eq!(status(503, two).retry_after(), two);
+        assert_eq!(status(429, two).retry_after(), two);
+        assert_eq!(
+            status(502, two).retry_after(),
+            None,
+            "not for other statuses"
+        );
+        assert_eq!(status(503, None).retry_after(), None);
+        assert_eq!(
+            status(503, Some(Duration::from_secs(3600))).retry_after(),
+            Some(retry_after::MAX_RETRY_AFTER)
+        );
+        let mut limited = rejected(RejectCode::RateLimited, None);
+        if let HubError::Rejected { retry_after, .. } = &mut limited {
+            *retry_after = two;
+        }
+        assert_eq!(RejectCode::RateLimited.http_status(), 429);
+        assert_eq!(limited.retry_after(), two);
     }
 }

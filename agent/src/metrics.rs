@@ -74,6 +74,7 @@ pub struct AgentMetrics {
 struct Inner {
     registry: Registry,
     sent: Counter,
+    hedges: Counter,
     failed: Family<ReasonLabels, Counter>,
     heartbeat_duration: Family<OutcomeLabels, Histogram, HeartbeatBuckets>,
     last_accepted: Gauge<f64, AtomicU64>,
@@ -93,6 +94,7 @@ impl Default for Inner {
         let mut inner = Inner {
             registry: Registry::default(),
             sent: Counter::default(),
+            hedges: Counter::default(),
             failed: Family::default(),
             heartbeat_duration: Family::new_with_constructor(HeartbeatBuckets),
             last_accepted: Gauge::default(),
@@ -110,6 +112,11 @@ impl Default for Inner {
             "heartbeats_sent",
             "Signed heartbeat reports sent to the hub (every attempt, retries included)",
             inner.sent.clone(),
+        );
+        r.register(
+            "heartbeat_hedges",
+            "Hedged heartbeat copies sent: the report of a retry left unanswered for a third of the request timeout, sent again beside it over a second connection",
+            inner.hedges.clone(),
         );
         r.register(
             "heartbeats_failed",
@@ -204,6 +211,11 @@ impl AgentMetrics {
                     .inc();
             }
         }
+    }
+
+    /// Records a hedge: the report of an unanswered retry sent again beside it.
+    pub fn hedge_sent(&self) {
+        self.inner.hedges.inc();
     }
 
     /// When the hub last accepted a heartbeat.

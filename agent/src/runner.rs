@@ -12,7 +12,8 @@
 //! - Transient failures ([`HubError::is_transient`]) are retried with jittered
 //!   exponential backoff ([`retry_backoff`]) until a report is accepted or the agent
 //!   stops; the first failure in a row and every tenth is logged at warn, the rest at
-//!   debug.
+//!   debug. A 503 or 429 with `Retry-After` holds the next attempt back at least that
+//!   long, at most 5 minutes ([`HubError::retry_after`]).
 //! - A retry left unanswered for a third of the request timeout is hedged: the same
 //!   signed report goes out beside it (two at most) and the first answer wins
 //!   ([`Attempts`]). The copy that reaches the hub second is refused as `replayed`,
@@ -28,6 +29,7 @@
 //!   was sent (so the hub sees one report per interval however slow the answers are).
 //!
 //! [`HubError::is_transient`]: crate::hub_client::HubError::is_transient
+//! [`HubError::retry_after`]: crate::hub_client::HubError::retry_after
 //! [`Attempts`]: crate::hub_client::Attempts
 
 mod handle;

@@ -88,6 +88,16 @@ impl Attempts {
         self.retry_at = at + self.schedule.delay(self.failures, unit);
     }
 
+    /// As [`Self::failed`], where the hub asked for `wait` before the next attempt (its
+    /// `Retry-After`): the next request, a retry or a hedge, goes no earlier than
+    /// `at + wait`, or after the backoff's delay if that is longer.
+    pub fn failed_asked_to_wait(&mut self, at: Duration, unit: f64, wait: Option<Duration>) {
+        self.failed(at, unit);
+        if let Some(wait) = wait {
+            self.retry_at = self.retry_at.max(at + wait);
+        }
+    }
+
     /// A copy was refused because another copy of the same report was accepted: not a
     /// failure, and no more hedges, only a wait for the accepted copy's answer (if that is
     /// lost too, the next request is a new report at once).
@@ -224,5 +234,41 @@ mod tests {
                 send: Send::NewReport
             })
         );
+    }
+
+    #[test]
+    fn a_wait_the_hub_asks_for_replaces_a_shorter_backoff_and_holds_back_the_hedge() {
+        let mut a = at_10s();
+        a.started(ms(0));
+        a.failed_asked_to_wait(ms(50), 0.0, Some(ms(2_000)));
+        assert_eq!(
+            a.next(),
+            Some(Next {
+                at: ms(2_050),
+                send: Send::NewReport
+            }),
+            "two seconds after the answer, not the 100 ms backoff"
+        );
+        a.started(ms(2_050));
+        a.started(ms(2_050) + ms(2_333));
+        // The hedge fails with a longer wait while the retry is still in flight.
+        a.failed_asked_to_wait(ms(4_500), 0.0, Some(ms(30_000)));
+        assert_eq!(
+            a.next(),
+            Some(Next {
+                at: ms(34_500),
+                send: Send::Hedge
+            })
+        );
+
+        // A wait shorter than the backoff changes nothing; no wait is the plain backoff.
+        let mut short = at_10s();
+        short.started(ms(0));
+        short.failed_asked_to_wait(ms(0), 0.0, Some(ms(10)));
+        let mut plain = at_10s();
+        plain.started(ms(0));
+        plain.failed_asked_to_wait(ms(0), 0.0, None);
+        assert_eq!(short.next().unwrap().at, ms(100));
+        assert_eq!(plain.next().unwrap().at, ms(100));
     }
 }

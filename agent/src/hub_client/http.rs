@@ -8,20 +8,20 @@
 //! request until the kernel gave up on it, many minutes later.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use fleetpulse_common::enrol::ROTATE_PATH;
 use fleetpulse_common::enrol::message::{RotateAnswer, RotationRequest};
 use fleetpulse_common::protocol::errors::ErrorBody;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId, HeartbeatAnswer};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, heartbeat_path};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder};
 use rustls::{ClientConfig, RootCertStore};
 use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
-use super::{HubClient, HubError};
+use super::{HubClient, HubError, retry_after};
 use crate::Url;
 use crate::error::AgentError;
 use crate::options::{AgentOptions, endpoint, validate_hub_url};
@@ -284,7 +284,7 @@ impl HubClient for HttpHubClient {
 }
 
 /// Sends `request` and decodes a success body as `T` (with the success status), or sorts
-/// the failure.
+/// the failure (keeping the wait a `Retry-After` asks for).
 async fn exchange_with_status<T: DeserializeOwned>(
     request: RequestBuilder,
     timeout: Duration,
@@ -297,6 +297,11 @@ async fn exchange_with_status<T: DeserializeOwned>(
     };
     let response = request.timeout(timeout).send().await.map_err(unreachable)?;
     let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| retry_after::parse(value, SystemTime::now()));
     let body = response.bytes().await.map_err(unreachable)?;
     if status.is_success() {
         return serde_json::from_slice(&body)
@@ -313,6 +318,7 @@ async fn exchange_with_status<T: DeserializeOwned>(
             url: url.to_string(),
             status,
             body,
+            retry_after,
         }),
         Err(_) => Err(HubError::Status {
             url: url.to_string(),
@@ -321,6 +327,7 @@ async fn exchange_with_status<T: DeserializeOwned>(
                 .chars()
                 .take(MAX_ERROR_BODY_CHARS)
                 .collect(),
+            retry_after,
         }),
     }
 }

@@ -29,6 +29,7 @@ fn rejected(code: RejectCode) -> HubError {
             message: "no".into(),
             last_accepted: None,
         },
+        retry_after: None,
     }
 }
 

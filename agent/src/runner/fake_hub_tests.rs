@@ -18,8 +18,11 @@ use tokio::time::Instant;
 
 use super::{AgentHandle, spawn_with};
 use crate::hub_client::{HubClient, HubError};
+use crate::metrics::AgentMetrics;
 use crate::report::unix_seconds;
 use crate::{AgentOptions, Url};
+
+mod retry_after;
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -29,6 +32,8 @@ enum Reply {
     /// Accept, and ask the agent for a new key.
     AcceptAndRotate,
     Reject(RejectCode, Option<Position>),
+    /// 503 `unavailable` with a `Retry-After` of this long.
+    UnavailableFor(Duration),
     Hang,
     /// Accept, answering only after this long (a slow network).
     AcceptAfter(Duration),
@@ -99,15 +104,10 @@ impl HubClient for FakeHub {
                     rotate_key: matches!(reply, Reply::AcceptAndRotate),
                 })
             }
-            (Reply::Reject(code, last_accepted), _) => Err(HubError::Rejected {
-                url: "fake".into(),
-                status: code.http_status(),
-                body: ErrorBody {
-                    code,
-                    message: format!("fake {code}"),
-                    last_accepted,
-                },
-            }),
+            (Reply::Reject(code, last_accepted), _) => Err(rejection(code, last_accepted, None)),
+            (Reply::UnavailableFor(wait), _) => {
+                Err(rejection(RejectCode::Unavailable, None, Some(wait)))
+            }
             (Reply::Hang, _) => std::future::pending().await,
         }
     }
@@ -142,6 +142,24 @@ impl HubClient for FakeHub {
     }
 }
 
+/// The error of a refusal with `code`, asking for `retry_after`.
+fn rejection(
+    code: RejectCode,
+    last_accepted: Option<Position>,
+    retry_after: Option<Duration>,
+) -> HubError {
+    HubError::Rejected {
+        url: "fake".into(),
+        status: code.http_status(),
+        body: ErrorBody {
+            code,
+            message: format!("fake {code}"),
+            last_accepted,
+        },
+        retry_after,
+    }
+}
+
 /// A fake hub that expects reports signed by `key` and plays `replies`.
 fn fake_hub(key: &ed25519_dalek::SigningKey, replies: impl IntoIterator<Item = Reply>) -> FakeHub {
     FakeHub(Arc::new(Mutex::new(Script {
@@ -155,6 +173,14 @@ fn fake_hub(key: &ed25519_dalek::SigningKey, replies: impl IntoIterator<Item = R
 
 /// An agent (interval 10 s) on a fake hub that plays `replies`.
 fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub) {
+    let (agent, hub, _) = spawn_fake_metered(replies);
+    (agent, hub)
+}
+
+/// As [`spawn_fake`], with the metrics the agent records.
+fn spawn_fake_metered(
+    replies: impl IntoIterator<Item = Reply>,
+) -> (AgentHandle, FakeHub, AgentMetrics) {
     let key = keys::generate();
     let hub = fake_hub(&key, replies);
     let opts = AgentOptions::new(
@@ -162,7 +188,8 @@ fn spawn_fake(replies: impl IntoIterator<Item = Reply>) -> (AgentHandle, FakeHub
         ClusterId::new("fleet", "edge-1"),
         key,
     );
-    (spawn_with(hub.clone(), opts), hub)
+    let metrics = opts.metrics.clone();
+    (spawn_with(hub.clone(), opts), hub, metrics)
 }
 
 #[tokio::test(start_paused = true)]
@@ -286,7 +313,7 @@ fn seqs_and_times(hub: &FakeHub) -> Vec<(u64, Duration)> {
 
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_retry_is_hedged_with_the_same_report_and_the_first_answer_wins() {
-    let (agent, hub) = spawn_fake([
+    let (agent, hub, metrics) = spawn_fake_metered([
         Reply::Reject(RejectCode::Unavailable, None),
         Reply::Hang,
         Reply::Accept,
@@ -307,6 +334,11 @@ async fn an_unanswered_retry_is_hedged_with_the_same_report_and_the_first_answer
         hub.0.lock().unwrap().beside,
         [2],
         "only the hedge, over the other connection"
+    );
+    let scrape = metrics.encode(&[]);
+    assert!(
+        scrape.contains("\nfleetpulse_agent_heartbeat_hedges_total 1\n"),
+        "the hedge is counted once:\n{scrape}"
     );
     assert_eq!(
         seen[3],

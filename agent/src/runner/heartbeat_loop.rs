@@ -1,5 +1,6 @@
 //! The loop itself: one heartbeat per interval, backoff and hedged retries while the hub
-//! is unreachable, the incarnation rule on sequence rejections, and the config pull.
+//! is unreachable (longer where its `Retry-After` asks), the incarnation rule on sequence
+//! rejections, and the config pull.
 //!
 //! The rules are listed in the [`crate::runner`] module docs.
 
@@ -163,6 +164,7 @@ impl<H: HubClient> Agent<H> {
             };
             if send == Send::Hedge {
                 debug!(cluster = %self.cluster, seq = sent.seq, "retry unanswered; sending the same report beside it");
+                self.metrics.hedge_sent();
             }
             let (hub, timeout) = (Arc::clone(&self.hub), request_timeout(self.interval));
             let sent_at = Instant::now();
@@ -229,12 +231,16 @@ impl<H: HubClient> Agent<H> {
                 }
                 self.note_failure(&err);
                 let (cluster, seq, failures) = (&self.cluster, sent.seq, self.failures);
+                // A 503 or 429 with `Retry-After`: at least that long before the next
+                // attempt, instead of a shorter backoff.
+                let wait = err.retry_after();
+                let retry_after_seconds = wait.map(|w| w.as_secs_f64());
                 if failures == 1 || failures.is_multiple_of(LOG_EVERY) {
-                    warn!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+                    warn!(%cluster, seq, failures, retry_after_seconds, error = %err, "heartbeat failed; backing off");
                 } else {
-                    debug!(%cluster, seq, failures, error = %err, "heartbeat failed; backing off");
+                    debug!(%cluster, seq, failures, retry_after_seconds, error = %err, "heartbeat failed; backing off");
                 }
-                plan.failed(Instant::now() - origin, rand::random::<f64>());
+                plan.failed_asked_to_wait(Instant::now() - origin, rand::random::<f64>(), wait);
             };
         }
     }

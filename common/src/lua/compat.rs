@@ -1,12 +1,14 @@
 //! Lua 5.1 as gopher-lua (the Lua of Sveltos and Argo CD) has it, on Lua 5.4: the 5.1
 //! names 5.4 dropped (`unpack`, `table.getn`, `table.maxn`, `math.mod`, `math.pow`,
 //! `math.log10`, `math.ldexp`, `math.frexp`, `math.cosh`, `math.sinh`, `math.tanh`,
-//! `math.atan2`), `tostring` of numbers as gopher-lua writes them, and the Sveltos helper
-//! globals and modules (see [`helpers`]).
+//! `math.atan2`), `tostring` of numbers as gopher-lua writes them, `os`'s date and time
+//! functions as gopher-lua has them (see [`os`]), and the Sveltos helper globals and
+//! modules (see [`helpers`]).
 
 use mlua::{Lua, Table, Value};
 
 mod helpers;
+mod os;
 
 /// Lua 5.1 functions 5.4 lacks, defined in Lua over 5.4's own.
 const LUA51: &str = r#"
@@ -57,6 +59,7 @@ pub(super) fn install(lua: &Lua, globals: &Table, plain: mlua::Function) -> mlua
             other => tostring.call(other),
         })?,
     )?;
+    os::install(lua, &globals.raw_get::<Table>("os")?)?;
     helpers::install(lua, globals, plain)
 }
 

@@ -7,6 +7,8 @@ use serde_json::json;
 use super::tests::round;
 use super::*;
 
+mod os_library;
+
 /// Runs `body` inside `evaluate()` and returns its message.
 fn message_of(body: &str) -> String {
     let script = format!("function evaluate()\n{body}\nend");
