@@ -154,7 +154,13 @@ pub struct ServeArgs {
     /// Secrets there administers enrolment.
     #[arg(long, env = "FLEETPULSE_ENROLMENT_NAMESPACE")]
     pub enrolment_namespace: Option<String>,
-    /// Seconds between flushes of accepted sequence numbers to the store.
+    /// Kubernetes mode: the namespace of the hub-state ConfigMaps, where the leader keeps
+    /// accepted positions and last-heard times for the next one (default: the hub's own,
+    /// from POD_NAMESPACE, else `fleetpulse-system`).
+    #[arg(long, env = "FLEETPULSE_STATE_NAMESPACE")]
+    pub state_namespace: Option<String>,
+    /// Seconds between flushes of accepted sequence numbers to the store (in Kubernetes
+    /// mode, of the hub-state ConfigMaps).
     #[arg(long, env = "FLEETPULSE_SEQ_FLUSH_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_flush_seconds: u64,
     /// Verify concurrent heartbeats' signatures in batches, about twice as fast per
@@ -266,6 +272,9 @@ impl ServeArgs {
         o.key_overlap = self.key_overlap;
         o.adopt = self.adopt.clone();
         o.enrolment_namespace = (self.enrolment_namespace.clone())
+            .or_else(|| self.pod_namespace.clone())
+            .unwrap_or_else(|| crate::enrolment::DEFAULT_NAMESPACE.into());
+        o.state_namespace = (self.state_namespace.clone())
             .or_else(|| self.pod_namespace.clone())
             .unwrap_or_else(|| crate::enrolment::DEFAULT_NAMESPACE.into());
         o

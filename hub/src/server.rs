@@ -35,6 +35,7 @@ use crate::ingest::{self, AppState};
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::source::KubeSource;
 use crate::kubernetes::store::KubeStore;
+use crate::kubernetes::store::hub_state::StateSettings;
 use crate::limiter::failures::FailureLimit;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError, StoreWriter};
@@ -209,8 +210,16 @@ impl Starting {
         let (fleet, manifests, writer) = match &opts.kube {
             Some(client) => {
                 let instance = opts.leader.as_ref().map(|l| l.identity.clone());
-                let mut store =
-                    KubeStore::new(client.clone(), tokio::runtime::Handle::current(), instance);
+                let lease = opts.leader.as_ref().map_or(Duration::ZERO, |l| l.duration);
+                let state = StateSettings {
+                    namespace: opts.state_namespace.clone(),
+                    holder: instance.clone().unwrap_or_else(|| "fleetpulse-hub".into()),
+                    // A crashed leader's last flush is at most a flush interval old when it
+                    // dies, and a standby takes over at most a lease later (plus a tick).
+                    max_age: opts.position_flush_interval + lease + opts.tick,
+                };
+                let runtime = tokio::runtime::Handle::current();
+                let mut store = KubeStore::new(client.clone(), runtime, instance).with_state(state);
                 let (store, snapshot) =
                     tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
                         .await

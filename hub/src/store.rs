@@ -15,6 +15,7 @@ pub mod writer;
 
 use std::collections::HashMap;
 
+use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use fleetpulse_common::api::{MemberClusterStatus, SetStatus};
@@ -102,8 +103,13 @@ pub enum PositionsKept {
     /// Those of the last flush: the last stop was not clean (a crash, a kill, a lost WAL
     /// file), so the positions accepted after that flush are lost.
     UntilLastFlush,
-    /// None: this store does not keep positions (Kubernetes mode).
+    /// None: this store keeps no positions yet (Kubernetes mode before any hub state was
+    /// written).
     NotStored,
+    /// Those of a state too old to trust (Kubernetes mode): the hub state on the API server
+    /// was written longer ago than a flush interval plus the lease duration, or some of it
+    /// is missing or unreadable, so positions accepted after it may be lost.
+    Stale,
 }
 
 /// Everything the store holds, read once at start.
@@ -113,6 +119,9 @@ pub struct Snapshot {
     pub clusters: HashMap<ClusterId, StoredCluster>,
     /// Accepted positions per cluster and key id.
     pub positions: HashMap<ClusterId, HashMap<String, Position>>,
+    /// When the hub last accepted a report from each cluster, where the store keeps it
+    /// (the Kubernetes mode's hub state), on the wall clock.
+    pub heard: HashMap<ClusterId, Timestamp>,
     /// Status of every ClusterSet and Set (the previous selection, for stickiness).
     pub sets: HashMap<SetKey, SetStatus>,
     /// Whether `positions` are all the hub had accepted; if not, the hub refuses every
@@ -143,6 +152,8 @@ pub enum Write {
         cluster: ClusterId,
         /// Position per key id.
         positions: HashMap<String, Position>,
+        /// When the hub last accepted a report from it, on the wall clock.
+        heard: Option<Timestamp>,
     },
 }
 

@@ -24,6 +24,8 @@ pub struct HandAgent {
     reports: ReportBuilder,
     /// Seconds this agent's clock is ahead of the real one (negative: behind).
     clock_offset: i64,
+    /// The config generation its reports say it applied.
+    applied: u64,
 }
 
 impl HandAgent {
@@ -55,7 +57,14 @@ impl HandAgent {
             cluster: cluster.clone(),
             reports,
             clock_offset,
+            applied: 0,
         }
+    }
+
+    /// Says from now on that it applied config generation `generation` (the hub judges
+    /// health only on reports made with the config it serves).
+    pub fn apply_generation(&mut self, generation: u64) {
+        self.applied = generation;
     }
 
     /// Seconds since the epoch on this agent's clock.
@@ -65,7 +74,7 @@ impl HandAgent {
 
     /// The next report, signed; with `forged`, one character of its signature changed.
     pub fn next_jws(&mut self, forged: bool) -> String {
-        let report = self.reports.build(self.now(), 1, 0, vec![]);
+        let report = self.reports.build(self.now(), 1, self.applied, vec![]);
         let jws = sign_report(&self.cluster.key, &report);
         if !forged {
             return jws;

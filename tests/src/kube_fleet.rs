@@ -119,6 +119,9 @@ pub struct KubeFleet {
     pub mgmt: SimCluster,
     /// The member clusters, in name order.
     pub members: Vec<Member>,
+    /// Each member's agent key (none for adopted members, which enrol), for tests that
+    /// drive agents by hand.
+    pub keys: Vec<(String, ed25519_dalek::SigningKey)>,
     hub: Option<Running>,
     hub_addr: Option<SocketAddr>,
     /// Hub replicas with leader election, by identity: address and process.
@@ -178,6 +181,7 @@ impl KubeFleet {
             .build()?;
         Ok(KubeFleet {
             baseline: mgmt.sim.writes(),
+            keys,
             dir,
             pki,
             spec,
@@ -228,6 +232,11 @@ impl KubeFleet {
             .get(&id)
             .ok_or_else(|| anyhow::anyhow!("{id} has not started"))?;
         Ok(format!("https://{addr}"))
+    }
+
+    /// An HTTPS client trusting the hub's CA, as an agent's (for agents driven by hand).
+    pub fn agent_http(&self) -> reqwest::Client {
+        self.http.clone()
     }
 
     /// Index of the member named `name`.

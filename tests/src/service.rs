@@ -58,18 +58,16 @@ impl ReadyProxy {
                 let (backends, routing, counter) =
                     (backends.clone(), routing.clone(), counter.clone());
                 tokio::spawn(async move {
-                    match route(&backends, &routing).await {
-                        Some(addr) => {
-                            if let Ok(mut server) = TcpStream::connect(addr).await {
-                                let mut client = client;
-                                let _ =
-                                    tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                            }
-                        }
-                        None => {
-                            counter.fetch_add(1, Ordering::Relaxed);
+                    // The first allowed backend that takes the connection: a Service's
+                    // endpoints leave out a Pod whose process is gone.
+                    for addr in route(&backends, &routing).await {
+                        if let Ok(mut server) = TcpStream::connect(addr).await {
+                            let mut client = client;
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                            return;
                         }
                     }
+                    counter.fetch_add(1, Ordering::Relaxed);
                 });
             }
         });
@@ -80,7 +78,7 @@ impl ReadyProxy {
         })
     }
 
-    /// Connections closed because no backend was ready.
+    /// Connections closed because no allowed backend took them.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
@@ -92,7 +90,9 @@ impl Drop for ReadyProxy {
     }
 }
 
-async fn route(backends: &[Backend], routing: &Routing) -> Option<SocketAddr> {
+/// The backends the routing allows, in order.
+async fn route(backends: &[Backend], routing: &Routing) -> Vec<SocketAddr> {
+    let mut allowed_addrs = Vec::new();
     for backend in backends {
         let allowed = match routing {
             Routing::Ready(probe) => {
@@ -126,8 +126,8 @@ async fn route(backends: &[Backend], routing: &Routing) -> Option<SocketAddr> {
             }
         };
         if allowed {
-            return Some(backend.addr);
+            allowed_addrs.push(backend.addr);
         }
     }
-    None
+    allowed_addrs
 }

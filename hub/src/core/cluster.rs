@@ -141,7 +141,10 @@ impl ClusterCore {
         let changed = !paused && self.health.observe(verdict, grace, wall);
         let brake_sample = (!paused).then(|| {
             let grace_period = Duration::from_secs(grace.into());
-            (self.liveness.last_heartbeat(), grace_period)
+            (
+                self.liveness.brake_last_heartbeat(grace_period),
+                grace_period,
+            )
         });
         Ticked {
             verdict,

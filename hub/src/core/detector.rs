@@ -92,6 +92,9 @@ pub struct Liveness {
     last_heartbeat: Option<Instant>,
     grace_start: Instant,
     history: History,
+    /// The last heartbeat a previous hub process heard, as carried over to this one, and
+    /// when this one took it over.
+    carried: Option<(Instant, Instant)>,
 }
 
 impl Liveness {
@@ -101,7 +104,34 @@ impl Liveness {
             last_heartbeat: None,
             grace_start: now,
             history: History::default(),
+            carried: None,
         }
+    }
+
+    /// Takes over, at `now`, that a previous hub process last heard from the cluster at
+    /// `heard`. The detector does not judge by it (the startup grace still runs from this
+    /// process's start: the hub cannot tell its own absence from the cluster's silence);
+    /// the partition brake does ([`Liveness::brake_last_heartbeat`]).
+    pub fn carry_over(&mut self, heard: Instant, now: Instant) {
+        self.carried = Some((heard, now));
+    }
+
+    /// The last heartbeat the partition brake counts, for a cluster with this `grace`
+    /// period: the last one this process received; before that, one carried over from a
+    /// previous process, taken as heard when this process took it over if it was heard
+    /// within two grace periods of then (the silence during the hub's own absence is the
+    /// hub's, not the cluster's), else as it was (a cluster long silent does not count as
+    /// reporting). So a partition of the hub right after it starts finds every cluster
+    /// that was reporting and holds the sets, instead of finding none.
+    pub fn brake_last_heartbeat(&self, grace: Duration) -> Option<Instant> {
+        self.last_heartbeat.or_else(|| {
+            let (heard, taken) = self.carried?;
+            Some(if taken.saturating_duration_since(heard) <= grace * 2 {
+                taken
+            } else {
+                heard
+            })
+        })
     }
 
     /// Records an accepted heartbeat received at `now` (and the time since the previous

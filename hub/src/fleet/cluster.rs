@@ -52,7 +52,7 @@ pub struct ClusterState {
             fleetpulse_common::checks::timing::Tracker,
         ),
     >,
-    last_heartbeat: Option<Timestamp>,
+    pub(super) last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckResult>,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
@@ -90,6 +90,20 @@ impl ClusterState {
             checks: status.checks,
             extra,
             transitions: Default::default(),
+        }
+    }
+
+    /// Takes over that a previous hub process last accepted a report from the cluster at
+    /// `heard` (on the wall clock; `now` and `wall` are this moment): the read API's
+    /// `lastHeartbeatTime` and the partition brake go on from it.
+    pub fn carry_over(&mut self, heard: Timestamp, now: Instant, wall: Timestamp) {
+        let ago = wall.duration_since(heard);
+        let ago = std::time::Duration::try_from(ago).unwrap_or_default();
+        if let Some(heard_at) = now.checked_sub(ago) {
+            self.core.liveness.carry_over(heard_at, now);
+        }
+        if self.last_heartbeat.is_none_or(|last| last < heard) {
+            self.last_heartbeat = Some(heard);
         }
     }
 

@@ -25,20 +25,27 @@ impl Fleet {
         let Snapshot {
             mut clusters,
             mut positions,
+            mut heard,
             sets,
             positions_kept,
         } = snapshot;
         self.floor_incarnations(positions_kept, wall);
         self.sets.lock().decisions.sets.statuses.extend(sets);
-        let ids: HashSet<ClusterId> = clusters.keys().chain(positions.keys()).cloned().collect();
+        let ids: HashSet<ClusterId> = (clusters.keys().chain(positions.keys()))
+            .chain(heard.keys())
+            .cloned()
+            .collect();
         let mut states = self.states.lock();
         for id in ids {
-            let state = ClusterState::restore(
+            let mut state = ClusterState::restore(
                 now,
                 wall,
                 clusters.remove(&id),
                 positions.remove(&id).unwrap_or_default(),
             );
+            if let Some(heard) = heard.remove(&id) {
+                state.carry_over(heard, now, wall);
+            }
             states.insert(id, Arc::new(Mutex::new(state)));
         }
     }
@@ -54,14 +61,22 @@ impl Fleet {
                  killed, or the -wal file beside the database was lost), so the positions \
                  accepted after its last flush are lost"
             }
-            PositionsKept::NotStored => "positions are kept in memory only in Kubernetes mode",
+            PositionsKept::NotStored => {
+                "no hub state is on the API server yet (the first start of a hub that keeps it)"
+            }
+            PositionsKept::Stale => {
+                "the hub state on the API server is older than a flush interval plus the lease \
+                 duration, or part of it is missing, so positions accepted after it may be lost"
+            }
         };
         if self.incarnation_floor.set(floor).is_ok() {
             let message = "agent incarnations from before this start are refused \
                            (stale_sequence); each agent running since before it restarts its \
                            sequence above the start once";
             match kept {
-                PositionsKept::UntilLastFlush => tracing::warn!(floor, why, "{message}"),
+                PositionsKept::UntilLastFlush | PositionsKept::Stale => {
+                    tracing::warn!(floor, why, "{message}")
+                }
                 _ => tracing::info!(floor, why, "{message}"),
             }
         }
@@ -84,6 +99,7 @@ impl Fleet {
                 std::mem::take(&mut state.positions_dirty).then(|| Write::Positions {
                     cluster: id.clone(),
                     positions: state.core.positions.clone(),
+                    heard: state.last_heartbeat,
                 })
             })
             .collect();

@@ -10,20 +10,20 @@
 //! - [`event_log::EventLog`]: an Event per transition and failover, once the status is
 //!   written.
 //!
+//! - [`hub_state::HubState`] (with [`KubeStore::with_state`]): accepted positions and
+//!   last-heard times, per shard of clusters, in ConfigMaps written once per flush, so a
+//!   new leader goes on where the last one stopped.
+//!
 //! Each consumer remembers what it last carried out, so a batch retried after a failure
 //! repeats only what did not happen. A mirror writer or another destination is one more
 //! consumer.
-//!
-//! Not kept here: accepted sequence positions, which in Kubernetes mode live only in the
-//! hub's memory. Writing them would cost one API write per cluster per flush; instead the
-//! snapshot says [`PositionsKept::NotStored`], and a hub that starts to lead refuses every
-//! agent incarnation from before its start (each agent restarts its sequence above it
-//! once); see docs/architecture.md.
 
 mod event_log;
+pub mod hub_state;
 mod labels;
 mod status;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use tokio::runtime::Handle;
 
@@ -40,6 +40,7 @@ pub struct KubeStore {
     labels: labels::MembershipLabels,
     statuses: status::StatusWriter,
     events: event_log::EventLog,
+    state: Option<hub_state::HubState>,
 }
 
 impl KubeStore {
@@ -50,9 +51,16 @@ impl KubeStore {
             labels: labels::MembershipLabels::new(client.clone()),
             statuses: status::StatusWriter::new(client.clone()),
             events: event_log::EventLog::new(Publisher::new(client.clone(), instance)),
+            state: None,
             client,
             runtime,
         }
+    }
+
+    /// Also keeps the hub state (positions and last-heard times) where `settings` say.
+    pub fn with_state(mut self, settings: hub_state::StateSettings) -> Self {
+        self.state = Some(hub_state::HubState::new(self.client.clone(), settings));
+        self
     }
 }
 
@@ -120,7 +128,14 @@ async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
 
 impl Store for KubeStore {
     fn load(&mut self) -> Result<Snapshot, StoreError> {
-        let snapshot = self.runtime.block_on(load(self.client.clone()))?;
+        let runtime = self.runtime.clone();
+        let snapshot = runtime.block_on(async {
+            let mut snapshot = load(self.client.clone()).await?;
+            if let Some(state) = &mut self.state {
+                state.load(&mut snapshot, Timestamp::now()).await;
+            }
+            Ok::<_, StoreError>(snapshot)
+        })?;
         self.labels.seed(&snapshot);
         self.statuses.seed(&snapshot);
         self.events.seed(&snapshot);
@@ -134,8 +149,24 @@ impl Store for KubeStore {
                 self.labels.apply(write).await?;
                 self.statuses.apply(write).await?;
                 self.events.apply(write).await;
+                if let Some(state) = &mut self.state {
+                    state.apply(write);
+                }
+            }
+            if let Some(state) = &mut self.state {
+                state.flush(false).await;
             }
             Ok(())
         })
+    }
+
+    /// Writes the whole hub state marked clean: nothing was accepted after it, so the next
+    /// leader trusts it whatever its age.
+    fn clean_stop(&mut self) -> Result<(), StoreError> {
+        let runtime = self.runtime.clone();
+        if let Some(state) = &mut self.state {
+            runtime.block_on(state.flush(true));
+        }
+        Ok(())
     }
 }

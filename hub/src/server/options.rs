@@ -54,6 +54,9 @@ pub struct HubOptions {
     pub key_overlap: Duration,
     /// Kubernetes mode: the namespace of the enrolment Secrets.
     pub enrolment_namespace: String,
+    /// Kubernetes mode: the namespace of the hub-state ConfigMaps (accepted positions and
+    /// last-heard times, for the next leader).
+    pub state_namespace: String,
     /// Kubernetes mode: the kinds whose objects become MemberClusters.
     pub adopt: crate::adoption::AdoptArgs,
     /// Mirrors: hub-wide defaults and the resync interval.
@@ -86,6 +89,7 @@ impl HubOptions {
             per_cluster_metrics: false,
             key_overlap: Duration::from_secs(600),
             enrolment_namespace: crate::enrolment::DEFAULT_NAMESPACE.into(),
+            state_namespace: crate::enrolment::DEFAULT_NAMESPACE.into(),
             adopt: Default::default(),
             mirrors: MirrorArgs::default(),
             mirror_client: None,

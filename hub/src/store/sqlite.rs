@@ -111,7 +111,9 @@ impl Store for SqliteStore {
                             .execute(params![cluster.namespace, cluster.name, json])
                             .map_err(err)?;
                     }
-                    Write::Positions { cluster, positions } => {
+                    Write::Positions {
+                        cluster, positions, ..
+                    } => {
                         for (kid, pos) in positions {
                             put_position
                                 .execute(params![

@@ -36,7 +36,9 @@ impl Store for MemoryStore {
                 Write::Set { key, status } => {
                     snapshot.sets.insert(key.clone(), status.clone());
                 }
-                Write::Positions { cluster, positions } => {
+                Write::Positions {
+                    cluster, positions, ..
+                } => {
                     let known = snapshot.positions.entry(cluster.clone()).or_default();
                     for (kid, pos) in positions {
                         let entry = known.entry(kid.clone()).or_insert(*pos);

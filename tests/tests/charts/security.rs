@@ -133,7 +133,7 @@ fn agent_grants(args: &[String]) -> Vec<Grant> {
 }
 
 #[test]
-fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_mirrors_adoptions_and_enrolment()
+fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_its_lease_its_pod_its_state_mirrors_adoptions_and_enrolment()
  {
     for (name, args) in Chart::Hub.value_sets() {
         let grants = hub_grants(&args);
@@ -155,6 +155,14 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                 && r.verbs == ["get", "list", "watch", "create", "update"];
             assert!(
                 argocd || enrolment || !r.resources.iter().any(|x| x.starts_with("secrets")),
+                "{name}: {r:?}"
+            );
+            // The hub state: ConfigMaps of the hub's own namespace.
+            let state = g.namespace.as_deref() == Some(NAMESPACE)
+                && r.resources == ["configmaps"]
+                && r.verbs == ["list", "create", "patch", "delete"];
+            assert!(
+                state || !r.resources.iter().any(|x| x == "configmaps"),
                 "{name}: {r:?}"
             );
             let mirror_kind = |group: &str| {
@@ -179,7 +187,8 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                         r.resources == ["memberclusters"]
                     }
                     // Enrolment: tokens marked used and key sets, in the hub's namespace.
-                    ([group], "create" | "update") if group.is_empty() => enrolment,
+                    ([group], "create" | "update") if group.is_empty() => enrolment || state,
+                    ([group], "delete") if group.is_empty() => state,
                     ([group], "create" | "patch") if group == "events.k8s.io" => {
                         r.resources == ["events"]
                     }
@@ -195,7 +204,8 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                     }
                     // The leader label on the hub's own Pod, in its own namespace only.
                     ([group], "patch") if group.is_empty() => {
-                        r.resources == ["pods"] && g.namespace.as_deref() == Some(NAMESPACE)
+                        state
+                            || r.resources == ["pods"] && g.namespace.as_deref() == Some(NAMESPACE)
                     }
                     _ => false,
                 };

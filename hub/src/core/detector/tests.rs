@@ -162,3 +162,32 @@ fn phi_grows_with_the_silence() {
     assert!(at(12) > at(10));
     assert!(at(14) > 4.0, "{}", at(14));
 }
+
+#[test]
+fn a_carried_over_heartbeat_feeds_the_brake_but_not_the_detector() {
+    let t0 = Instant::now();
+    let start = t0 + secs(100);
+    // Heard 15 s before this process took over: within two grace periods, so the brake
+    // counts it as heard at the take-over (the silence before it was the hub's own).
+    let mut recent = Liveness::new(start);
+    recent.carry_over(start - secs(15), start);
+    assert_eq!(recent.brake_last_heartbeat(GRACE), Some(start));
+    // The detector still gives it a whole grace period from the take-over.
+    assert_eq!(recent.judge(start + GRACE, &FIXED), Reachability::Pending);
+    assert!(matches!(
+        recent.judge(start + GRACE + secs(1), &FIXED),
+        Reachability::Unreachable {
+            ever_reported: false,
+            ..
+        }
+    ));
+    // Heard long before: it does not count as reporting.
+    let mut silent = Liveness::new(start);
+    silent.carry_over(t0, start);
+    assert_eq!(silent.brake_last_heartbeat(GRACE), Some(t0));
+    // A heartbeat to this process replaces what was carried over.
+    recent.heartbeat(start + secs(3));
+    assert_eq!(recent.brake_last_heartbeat(GRACE), Some(start + secs(3)));
+    // Nothing carried over, nothing heard: the brake does not count it.
+    assert_eq!(Liveness::new(start).brake_last_heartbeat(GRACE), None);
+}

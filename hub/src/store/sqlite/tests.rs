@@ -29,6 +29,7 @@ fn records_and_positions_survive_reopen_and_positions_never_go_back() {
             Write::Positions {
                 cluster: id.clone(),
                 positions: [("k".into(), pos(2, 5))].into(),
+                heard: None,
             },
         ])
         .unwrap();
@@ -36,6 +37,7 @@ fn records_and_positions_survive_reopen_and_positions_never_go_back() {
         .apply(&[Write::Positions {
             cluster: id.clone(),
             positions: [("k".into(), pos(1, 99))].into(),
+            heard: None,
         }])
         .unwrap();
     drop(store);
@@ -151,6 +153,7 @@ fn one_unreadable_record_is_skipped_and_the_others_load() {
                     seq: 3,
                 },
             )]),
+            heard: None,
         }])
         .unwrap();
     store
