@@ -187,8 +187,11 @@ impl Starting {
             shutdown,
             mut tasks,
         } = self;
-        let leadership = match (&opts.kube, &opts.leader) {
-            (Some(client), Some(settings)) => {
+        // The watches start now: a standby follows the objects while it waits, so taking
+        // over lists nothing again.
+        let mut source = opts.kube.as_ref().map(|c| KubeSource::start(c, &shutdown));
+        let leadership = match (&opts.kube, &opts.leader, source.as_mut()) {
+            (Some(client), Some(settings), Some(source)) => {
                 let labelled = settings.pod.is_some();
                 router.send_modify(|r| {
                     *r = standby::router(
@@ -199,7 +202,10 @@ impl Starting {
                 admin.send_modify(|r| {
                     *r = standby::admin_router("standing by: another hub replica holds the lease")
                 });
-                let leadership = leader::acquire(client.clone(), settings).await?;
+                let leadership = tokio::select! {
+                    leadership = leader::acquire(client.clone(), settings) => leadership?,
+                    () = source.follow() => unreachable!("following never ends"),
+                };
                 router.send_modify(|r| *r = standby::router("loading objects and state", false));
                 admin.send_modify(|r| *r = standby::admin_router("loading objects and state"));
                 Some(leadership)
@@ -207,8 +213,8 @@ impl Starting {
             _ => None,
         };
         let settings = opts.decisions.clone();
-        let (fleet, manifests, writer) = match &opts.kube {
-            Some(client) => {
+        let (fleet, manifests, writer) = match (&opts.kube, source) {
+            (Some(client), Some(mut source)) => {
                 let instance = opts.leader.as_ref().map(|l| l.identity.clone());
                 let lease = opts.leader.as_ref().map_or(Duration::ZERO, |l| l.duration);
                 let state = StateSettings {
@@ -219,7 +225,9 @@ impl Starting {
                     max_age: opts.position_flush_interval + lease + opts.tick,
                 };
                 let runtime = tokio::runtime::Handle::current();
-                let mut store = KubeStore::new(client.clone(), runtime, instance).with_state(state);
+                let missing = source.ready().await;
+                let store = KubeStore::new(client.clone(), runtime, instance).with_state(state);
+                let mut store = store.with_objects(source.objects());
                 let (store, snapshot) =
                     tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
                         .await
@@ -227,15 +235,13 @@ impl Starting {
                 let writer = StoreWriter::spawn(store);
                 let fleet = Arc::new(Fleet::new(settings, writer.clone()));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
-                let mut source = KubeSource::start(client, &shutdown);
-                let missing = source.ready().await;
                 for problem in fleet.reload(source.objects(), Instant::now(), Timestamp::now()) {
                     tracing::error!(problem, "conflicting objects");
                 }
                 tasks.spawn(source.drive(fleet.clone(), missing, shutdown.clone()));
                 (fleet, None, writer)
             }
-            None => {
+            _ => {
                 std::fs::create_dir_all(&opts.data).map_err(|source| HubError::Dir {
                     path: opts.data.clone(),
                     source,

@@ -23,6 +23,7 @@ use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport, SCHEMA_VER
 use fleetpulse_hub::fleet::Admitted;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::kubernetes::store::KubeStore;
+use fleetpulse_hub::kubernetes::store::hub_state::StateSettings;
 use fleetpulse_hub::store::{Store, StoreWriter};
 use fleetpulse_kubesim::KubeSim;
 
@@ -62,6 +63,11 @@ pub struct Counts {
     pub labels: u64,
     /// Events created or patched.
     pub events: u64,
+    /// Hub-state ConfigMap writes (accepted positions and last-heard times, one per
+    /// changed shard per flush).
+    pub hub_state: u64,
+    /// Flushes of the hub state (one per step, as the server flushes every interval).
+    pub flushes: u64,
     /// Every write.
     pub total: u64,
     /// Every write during the warm-up.
@@ -82,11 +88,13 @@ async fn install(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
             .create(&PostParams::default(), &crd)
             .await?;
     }
-    let namespace: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "fleet"}}))?;
-    Api::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
+    for name in ["fleet", STATE_NAMESPACE] {
+        let namespace: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}}))?;
+        Api::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+    }
     let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), "fleet");
     for i in 0..plan.clusters {
         let mc: MemberCluster = serde_json::from_value(json!({
@@ -147,6 +155,9 @@ impl Rng {
     }
 }
 
+/// The namespace of the hub-state ConfigMaps.
+const STATE_NAMESPACE: &str = "fleetpulse-system";
+
 /// Runs the plan and counts the hub's writes after setup. Needs a multi-threaded runtime
 /// (the store's writer thread calls into it).
 pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
@@ -155,7 +166,12 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
     install(&client, plan).await?;
     let setup = sim.total_writes();
     let handle = tokio::runtime::Handle::current();
-    let mut store = KubeStore::new(client.clone(), handle, None);
+    let state = StateSettings {
+        namespace: STATE_NAMESPACE.into(),
+        holder: "write-amplification".into(),
+        max_age: plan.interval * 2,
+    };
+    let mut store = KubeStore::new(client.clone(), handle, None).with_state(state);
     let (store, snapshot) =
         tokio::task::spawn_blocking(move || store.load().map(|s| (store, s))).await??;
     let fleet = Fleet::new(Settings::default(), StoreWriter::spawn(store));
@@ -233,6 +249,12 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
             // As the server does: one slice of the fleet per step, all slices per interval.
             fleet.refresh_statuses(step % refresh_every, refresh_every);
         }
+        // As the server does every --seq-flush-seconds (10 s, one step); waiting for the
+        // store, as ten real seconds would, so that flushes are not merged.
+        tokio::task::block_in_place(|| fleet.sync());
+        if counting {
+            counts.flushes += 1;
+        }
     }
     tokio::task::block_in_place(|| fleet.sync());
     let (from, transitions_before) = counting_from.unwrap_or_default();
@@ -245,6 +267,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
     counts.set_status = writes("clustersets/status", "patch");
     counts.labels = writes("memberclusters", "patch");
     counts.events = writes("events", "create") + writes("events", "patch");
+    counts.hub_state = writes("configmaps", "patch") + writes("configmaps", "delete");
     let from_total: u64 = from.values().sum();
     counts.total = sim.total_writes() - from_total;
     counts.warmup = from_total - setup;

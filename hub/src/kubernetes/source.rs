@@ -168,6 +168,15 @@ impl KubeSource {
         self.watch_hub_kinds(None).await
     }
 
+    /// What a standby does until it leads: keeps the watches current (they list once, then
+    /// follow), and forgets which objects they touched, since taking over compares every
+    /// object once. Never returns; drop the future when the replica takes over.
+    pub async fn follow(&mut self) {
+        let _ = self.ready().await;
+        while self.touched.recv().await.is_some() {}
+        std::future::pending::<()>().await
+    }
+
     /// Watches the kinds the hub-side checks read: of every object, or only of the
     /// `changed` MemberClusters and HealthPolicies (a watch, once started, stays).
     async fn watch_hub_kinds(&mut self, changed: Option<&[Change]>) -> bool {

@@ -30,6 +30,7 @@ use tokio::runtime::Handle;
 use fleetpulse_common::api::{ClusterSet, MemberCluster, Set};
 
 use super::events::Publisher;
+use crate::fleet::{Objects, shared};
 use crate::ids::{SetKey, cluster_id};
 use crate::store::{PositionsKept, Snapshot, Store, StoreError, StoredCluster, Write};
 
@@ -41,6 +42,8 @@ pub struct KubeStore {
     statuses: status::StatusWriter,
     events: event_log::EventLog,
     state: Option<hub_state::HubState>,
+    /// The objects the hub's watches already hold, read at load instead of listing.
+    seen: Option<Objects>,
 }
 
 impl KubeStore {
@@ -52,9 +55,17 @@ impl KubeStore {
             statuses: status::StatusWriter::new(client.clone()),
             events: event_log::EventLog::new(Publisher::new(client.clone(), instance)),
             state: None,
+            seen: None,
             client,
             runtime,
         }
+    }
+
+    /// Reads the statuses at load from `objects` (what the hub's watches hold) instead of
+    /// listing them.
+    pub fn with_objects(mut self, objects: Objects) -> Self {
+        self.seen = Some(objects);
+        self
     }
 
     /// Also keeps the hub state (positions and last-heard times) where `settings` say.
@@ -80,19 +91,25 @@ pub(super) fn ignore_not_found<T>(
     }
 }
 
-async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
+/// The statuses the API holds: read from `seen` (the objects the hub's watches hold, so
+/// a standby that took over lists nothing again), else listed.
+async fn load(client: kube::Client, seen: Option<Objects>) -> Result<Snapshot, StoreError> {
     let mut snapshot = Snapshot {
         positions_kept: PositionsKept::NotStored,
         ..Snapshot::default()
     };
-    let list = |what: &str, e| api_error(format!("listing {what}"), e);
-    let clusters = Api::<MemberCluster>::all(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| list("MemberClusters", e))?;
-    for mc in clusters {
+    let Objects {
+        member_clusters,
+        cluster_sets,
+        sets,
+        ..
+    } = match seen {
+        Some(objects) => objects,
+        None => list_objects(client).await?,
+    };
+    for mc in member_clusters {
         let id = cluster_id(&mc);
-        if let Some(status) = mc.status {
+        if let Some(status) = mc.status.clone() {
             let config_hash = (status.config_hash.as_deref())
                 .and_then(|h| u64::from_str_radix(h, 16).ok())
                 .unwrap_or(0);
@@ -105,19 +122,11 @@ async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
             );
         }
     }
-    let cluster_sets = Api::<ClusterSet>::all(client.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| list("ClusterSets", e))?;
     for cs in cluster_sets {
         if let Some(status) = cs.status.clone() {
             snapshot.sets.insert(SetKey::of_cluster_set(&cs), status);
         }
     }
-    let sets = Api::<Set>::all(client)
-        .list(&Default::default())
-        .await
-        .map_err(|e| list("Sets", e))?;
     for s in sets {
         if let Some(status) = s.status.clone() {
             snapshot.sets.insert(SetKey::of_set(&s), status);
@@ -126,11 +135,31 @@ async fn load(client: kube::Client) -> Result<Snapshot, StoreError> {
     Ok(snapshot)
 }
 
+/// Lists the MemberClusters, ClusterSets and Sets.
+async fn list_objects(client: kube::Client) -> Result<Objects, StoreError> {
+    let list = |what: &str, e| api_error(format!("listing {what}"), e);
+    let params = Default::default();
+    Ok(Objects {
+        member_clusters: shared(
+            (Api::<MemberCluster>::all(client.clone())
+                .list(&params)
+                .await)
+                .map_err(|e| list("MemberClusters", e))?,
+        ),
+        cluster_sets: shared(
+            (Api::<ClusterSet>::all(client.clone()).list(&params).await)
+                .map_err(|e| list("ClusterSets", e))?,
+        ),
+        sets: shared((Api::<Set>::all(client).list(&params).await).map_err(|e| list("Sets", e))?),
+        ..Objects::default()
+    })
+}
+
 impl Store for KubeStore {
     fn load(&mut self) -> Result<Snapshot, StoreError> {
         let runtime = self.runtime.clone();
         let snapshot = runtime.block_on(async {
-            let mut snapshot = load(self.client.clone()).await?;
+            let mut snapshot = load(self.client.clone(), self.seen.take()).await?;
             if let Some(state) = &mut self.state {
                 state.load(&mut snapshot, Timestamp::now()).await;
             }

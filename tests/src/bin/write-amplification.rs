@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
     let hours = a.minutes as f64 / 60.0;
     let per_cluster_hour = |writes: u64| writes as f64 / a.clusters as f64 / hours;
     let refresh = c.cluster_status - c.transition_status;
-    let caused = c.total - refresh;
+    let caused = c.total - refresh - c.hub_state;
     println!(
         "simulated {hours:.1} h of {} clusters at {} s heartbeats in {:.1} s: {} heartbeats, {} outages of {} s",
         a.clusters,
@@ -82,6 +82,13 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "after the warm-up: memberclusters/status {} ({} refresh, {} transitions), clustersets/status {}, membership labels {}, events {}; total {}",
         c.cluster_status, refresh, c.transition_status, c.set_status, c.labels, c.events, c.total
+    );
+    println!(
+        "hub state: {} writes in {} flushes ({:.0} per hour; ConfigMaps of about {} clusters each)",
+        c.hub_state,
+        c.flushes,
+        c.hub_state as f64 / hours,
+        fleetpulse_hub::kubernetes::store::hub_state::CLUSTERS_PER_SHARD
     );
     println!(
         "refresh: {:.2} writes per cluster per hour (budget 12: one per 5 min); transitions: {caused} writes for {} outages ({:.1} per outage, status + labels + events)",
