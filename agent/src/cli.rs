@@ -246,6 +246,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 default_period: Duration::from_secs(args.interval_seconds),
                 checks_namespace: args.checks_namespace.clone(),
                 metrics: AgentMetrics::default(),
+                cache: Default::default(),
             };
             let reader = kube_client::reader(args.kubeconfig.as_deref()).await?;
             let mut key = None;

@@ -1,7 +1,9 @@
 //! kubesim: an in-process stand-in for the Kubernetes API server, driven through the real
 //! `kube` client, with a simulated scheduler/kubelet. It lets fleetpulse test its Kubernetes
 //! code with no cluster: CRUD, selectors, paging, patches, status subresources, finalizers,
-//! watches (with 410 Gone), label ownership under server-side apply, discovery of CRDs registered at runtime, and per-request ledgers.
+//! watches (with 410 Gone, closable on demand, counted while open), label ownership under
+//! server-side apply, discovery of CRDs registered at runtime, per-request ledgers and a
+//! count of the bytes served.
 //! It speaks enough for the real `kubectl` too: Tables from printer columns, OpenAPI v3 from
 //! CRD schemas (`kubectl explain`), short names, one Event store behind both Event APIs.
 //!

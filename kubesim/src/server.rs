@@ -18,7 +18,9 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
+use futures::StreamExt;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::{collections::HashMap, sync::Arc};
 
 /// State shared by the router, the simulated kubelet and the [`crate::KubeSim`] handle.
@@ -26,8 +28,13 @@ use std::{collections::HashMap, sync::Arc};
 pub struct Shared {
     /// All objects and ledgers.
     pub store: Mutex<Store>,
-    /// Bumped to end every open watch stream (see [`crate::KubeSim::expire_watch_history`]).
+    /// Bumped to end every open watch stream (see [`crate::KubeSim::close_watches`]).
     pub close_watches: tokio::sync::watch::Sender<u64>,
+    /// Watch streams open now (see [`crate::KubeSim::open_watches`]).
+    pub open_watches: Arc<AtomicUsize>,
+    /// Bytes of response bodies served to resource requests (see
+    /// [`crate::KubeSim::served_bytes`]).
+    pub served_bytes: Arc<AtomicU64>,
     /// Pod outcome rules of the simulated kubelet.
     pub kubelet: Mutex<kubelet::Rules>,
     /// Tokens and rules TokenReview and SubjectAccessReview answer from.
@@ -39,6 +46,8 @@ impl Default for Shared {
         Self {
             store: Mutex::new(Store::default()),
             close_watches: tokio::sync::watch::channel(0).0,
+            open_watches: Arc::default(),
+            served_bytes: Arc::default(),
             kubelet: Mutex::new(kubelet::Rules::default()),
             reviews: Mutex::new(crate::reviews::Reviews::default()),
         }
@@ -133,8 +142,27 @@ fn verb(method: &Method, target: &Target, params: &HashMap<String, String>) -> &
     }
 }
 
+/// Serves a resource request ([`serve`]), counting the bytes of its response body as they
+/// are sent (a watch's as its events flow).
 async fn dispatch(
     State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let served = shared.served_bytes.clone();
+    let (parts, body) = serve(shared, method, uri, headers, body).await.into_parts();
+    let counted = body.into_data_stream().inspect(move |chunk| {
+        if let Ok(bytes) = chunk {
+            served.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(counted))
+}
+
+async fn serve(
+    shared: Arc<Shared>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,

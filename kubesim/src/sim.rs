@@ -8,6 +8,7 @@ use crate::{
     store::{RequestRecord, ns_name},
 };
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 use tokio::task::JoinHandle;
 
@@ -220,7 +221,26 @@ impl KubeSim {
     /// 410 Gone and must re-list (as after etcd compaction).
     pub fn expire_watch_history(&self) {
         self.shared.store.lock().expire_history();
+        self.close_watches();
+    }
+
+    /// Ends every open watch stream, keeping the history: a watcher resuming from the last
+    /// resourceVersion it saw gets the events it missed (as after a dropped connection or
+    /// an API server's watch timeout).
+    pub fn close_watches(&self) {
         self.shared.close_watches.send_modify(|n| *n += 1);
+    }
+
+    /// Watch streams open now (a stream counts until its client drops it or it ends).
+    pub fn open_watches(&self) -> usize {
+        self.shared.open_watches.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of response bodies served to resource requests so far (lists, gets, writes'
+    /// answers, and every watch event as it is sent); discovery, OpenAPI and health
+    /// endpoints are not counted, as they are not in [`KubeSim::requests`].
+    pub fn served_bytes(&self) -> u64 {
+        self.shared.served_bytes.load(Ordering::Relaxed)
     }
 
     /// Names (`namespace/name`) of all pods currently stored, for debugging tests.

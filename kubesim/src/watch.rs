@@ -17,6 +17,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::{
     collections::HashMap, collections::VecDeque, convert::Infallible, sync::Arc, time::Duration,
 };
@@ -76,6 +77,23 @@ struct Stream {
     /// `(kind, apiVersion)` for the closing bookmark when the client allows bookmarks.
     bookmark: Option<(String, String)>,
     done: bool,
+    _open: OpenWatch,
+}
+
+/// Counts a stream in [`Shared::open_watches`] while it lives.
+struct OpenWatch(Arc<AtomicUsize>);
+
+impl OpenWatch {
+    fn new(shared: &Shared) -> Self {
+        shared.open_watches.fetch_add(1, Ordering::Relaxed);
+        OpenWatch(shared.open_watches.clone())
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn stream_response(s: Stream) -> Response {
@@ -170,6 +188,7 @@ pub fn watch(shared: &Arc<Shared>, t: &Target, params: &HashMap<String, String>)
                     deadline: Instant::now(),
                     bookmark: None,
                     done: true,
+                    _open: OpenWatch::new(shared),
                 });
             }
         },
@@ -198,5 +217,6 @@ pub fn watch(shared: &Arc<Shared>, t: &Target, params: &HashMap<String, String>)
         deadline: Instant::now() + timeout,
         bookmark: flag("allowWatchBookmarks").then(|| (t.def.kind.clone(), t.def.api_version())),
         done: false,
+        _open: OpenWatch::new(shared),
     })
 }

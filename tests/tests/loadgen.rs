@@ -115,3 +115,38 @@ fn real_agents_beside_hostile_clients_are_accepted_and_their_round_trips_counted
     );
     Ok(())
 }
+
+#[test]
+fn agent_footprint_counts_the_member_api_load_and_a_watched_check_lists_nothing_per_round()
+-> anyhow::Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["--agent-footprint", "50", "--interval-seconds", "1"])
+        .args(["--agent-seconds", "4"])
+        .arg("--hub-bin")
+        .arg(process::binary("fleetpulse-hub")?)
+        .stdin(Stdio::null())
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "loadgen --agent-footprint failed with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let busy = (stdout.lines())
+        .find(|l| l.starts_with("agent with a Lua check"))
+        .unwrap_or_else(|| panic!("no busy line:\n{stdout}"));
+    let f = fields(busy);
+    let number = |key: &str| -> f64 {
+        f.get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number {key}= in the busy line:\n{stdout}"))
+    };
+    assert!(number("rss_max_mib") > 0.0, "{stdout}");
+    // Listing every round would be at least one request a round; the agent's cache was
+    // filled before the phase and only watches.
+    let requests = number("member_api_requests_per_round");
+    assert!(requests < 0.5, "{stdout}");
+    assert!(number("member_api_bytes_per_round") >= 0.0, "{stdout}");
+    Ok(())
+}

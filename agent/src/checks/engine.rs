@@ -29,7 +29,8 @@ use fleetpulse_common::checks::model::{Check, Kind};
 use fleetpulse_common::lua::LuaLimits;
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
-use super::resources::Reader;
+use super::resources::cache::CacheOptions;
+use super::resources::{CachedReader, Reader};
 use super::{ChecksSource, RunOutcome, builtin, probe};
 use crate::metrics::AgentMetrics;
 
@@ -48,6 +49,8 @@ pub struct EngineOptions {
     pub checks_namespace: String,
     /// Where each round's durations are recorded.
     pub metrics: AgentMetrics,
+    /// The watch-fed caches Lua checks read (with a Kubernetes API).
+    pub cache: CacheOptions,
 }
 
 impl Default for EngineOptions {
@@ -57,6 +60,7 @@ impl Default for EngineOptions {
             default_period: Duration::from_secs(10),
             checks_namespace: DEFAULT_CHECKS_NAMESPACE.into(),
             metrics: AgentMetrics::default(),
+            cache: CacheOptions::default(),
         }
     }
 }
@@ -75,6 +79,8 @@ struct Shared {
     pod_checks: Mutex<BTreeMap<String, pods::PodCheck>>,
     /// Where HTTP probes read header values from (Secrets of the checks namespace).
     secrets: probe::SecretSource,
+    /// The watch-fed caches of what Lua checks select (with a Kubernetes API).
+    watches: Option<CachedReader>,
     shutdown: CancellationToken,
 }
 
@@ -96,14 +102,24 @@ pub struct CheckEngine {
 
 impl CheckEngine {
     /// Starts the engine on the current runtime; it stops when `shutdown` is cancelled.
+    /// With a Kubernetes API, Lua checks read what they select from watch-fed caches
+    /// ([`CachedReader`]), started and stopped as configs select kinds.
     pub fn spawn(
         reader: Reader,
         options: EngineOptions,
         shutdown: CancellationToken,
     ) -> CheckEngine {
-        let pods_client = match &reader {
-            Reader::Kube(k) => Some(k.client().clone()),
-            _ => None,
+        let reader = match reader {
+            Reader::Kube(k) => {
+                let cache = options.cache;
+                Reader::Cached(CachedReader::new(k, cache, shutdown.child_token()))
+            }
+            other => other,
+        };
+        let (pods_client, watches) = match &reader {
+            Reader::Kube(k) => (Some(k.client().clone()), None),
+            Reader::Cached(c) => (Some(c.client().clone()), Some(c.clone())),
+            _ => (None, None),
         };
         let state = schedule::State::new(reader.has_api(), options.default_period, Instant::now());
         let shared = Arc::new(Shared {
@@ -112,6 +128,7 @@ impl CheckEngine {
             has_api: reader.has_api(),
             pods_client,
             pod_checks: Mutex::new(BTreeMap::new()),
+            watches,
             secrets: probe::SecretSource::new(reader.clone(), options.checks_namespace.clone()),
             options,
             shutdown: shutdown.clone(),
@@ -138,6 +155,10 @@ impl ChecksSource for CheckEngine {
             state.checks().cloned().collect()
         };
         self.shared.sync_pod_checks(&checks);
+        if let Some(watches) = &self.shared.watches {
+            let lua = checks.iter().filter_map(|c| c.lua().cloned()).collect();
+            watches.watch_for(lua, &config.cluster_metadata);
+        }
         self.shared.changed.notify_one();
     }
 }
@@ -168,3 +189,5 @@ pub async fn run_one(reader: &Reader, secrets: &probe::SecretSource, check: &Che
 mod probe_secret_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;

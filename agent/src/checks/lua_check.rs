@@ -1,11 +1,13 @@
-//! Lua checks in the agent: a [`Batch`] planned for this cluster, each distinct query listed
-//! once from the cluster's API, then evaluated on a blocking thread (Lua is CPU work).
+//! Lua checks in the agent: a [`Batch`] planned for this cluster, each distinct query read
+//! once (from the watch-fed caches in the engine, see [`super::resources::cache`]), then
+//! evaluated on a blocking thread (Lua is CPU work).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fleetpulse_common::compact::CompactObject;
+use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use fleetpulse_common::checks::lua_batch::{Batch, CheckRun};
@@ -41,11 +43,13 @@ pub async fn run_each(
     if count == 0 {
         return (Vec::new(), 0);
     }
-    let mut listed: Vec<Result<Vec<CompactObject>, String>> =
-        Vec::with_capacity(batch.queries().len());
-    for query in batch.queries() {
-        listed.push(reader.list_compact(query).await.map_err(|e| e.to_string()));
-    }
+    // Read at once: a cache still syncing is waited for once, not once per query.
+    let reads = batch.queries().iter().map(|q| reader.list_compact(q));
+    let listed: Vec<Result<Vec<CompactObject>, String>> = join_all(reads)
+        .await
+        .into_iter()
+        .map(|read| read.map_err(|e| e.to_string()))
+        .collect();
     let evaluated = tokio::task::spawn_blocking(move || {
         let mut done = 0;
         let evaluated = catch_unwind(AssertUnwindSafe(|| {

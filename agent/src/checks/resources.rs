@@ -19,8 +19,11 @@ use k8s_openapi::api::core::v1::Secret;
 
 use super::probe::headers::SecretData;
 
+pub mod cache;
+mod cached_reader;
 mod kube_reader;
 
+pub use cached_reader::CachedReader;
 pub use kube_reader::{KubeReader, PAGE_SIZE};
 
 /// Objects could not be read.
@@ -34,6 +37,18 @@ pub enum ReadError {
         /// The cause.
         #[source]
         source: kube::Error,
+    },
+    /// The watch cache of what is being read has not completed its first list yet.
+    #[error(
+        "the agent's cache of {what} has not synced yet: its first list and watch are under \
+         way{}; the check fails until they complete",
+        last_error.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+    )]
+    Syncing {
+        /// The cache, e.g. `v1/Pod in all namespaces`.
+        what: String,
+        /// Why the last list or watch failed, if it did.
+        last_error: Option<String>,
     },
     /// The reader has no Kubernetes API behind it.
     #[error("no Kubernetes API to read {what}; run the agent in-cluster or pass --kubeconfig")]
@@ -167,6 +182,9 @@ mod tests;
 pub enum Reader {
     /// A Kubernetes API.
     Kube(KubeReader),
+    /// A Kubernetes API, with watch-fed caches for Lua checks (the check engine makes a
+    /// `Kube` reader into one).
+    Cached(CachedReader),
     /// Objects in memory.
     Static(StaticReader),
     /// No Kubernetes API.
@@ -184,6 +202,7 @@ impl ResourceReader for Reader {
     async fn list(&self, query: &Query) -> Result<Vec<Value>, ReadError> {
         match self {
             Reader::Kube(r) => r.list(query).await,
+            Reader::Cached(r) => r.list(query).await,
             Reader::Static(r) => r.list(query).await,
             Reader::None => Err(ReadError::NoApi {
                 what: describe(query),
@@ -194,6 +213,7 @@ impl ResourceReader for Reader {
     async fn list_compact(&self, query: &Query) -> Result<Vec<CompactObject>, ReadError> {
         match self {
             Reader::Kube(r) => r.list_compact(query).await,
+            Reader::Cached(r) => r.list_compact(query).await,
             Reader::Static(r) => r.list_compact(query).await,
             Reader::None => Err(ReadError::NoApi {
                 what: describe(query),
@@ -204,6 +224,7 @@ impl ResourceReader for Reader {
     async fn readyz(&self) -> Result<String, ReadError> {
         match self {
             Reader::Kube(r) => r.readyz().await,
+            Reader::Cached(r) => r.readyz().await,
             Reader::Static(r) => r.readyz().await,
             Reader::None => Err(ReadError::NoApi {
                 what: "/readyz".into(),
@@ -213,6 +234,7 @@ impl ResourceReader for Reader {
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ReadError> {
         match self {
             Reader::Kube(r) => r.secret(namespace, name).await,
+            Reader::Cached(r) => r.secret(namespace, name).await,
             Reader::Static(r) => r.secret(namespace, name).await,
             Reader::None => Err(ReadError::NoApi {
                 what: format!("Secret {namespace}/{name}"),

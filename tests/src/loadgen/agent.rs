@@ -2,7 +2,9 @@
 //! against a simulated member cluster holding `N` Pods, reporting to an embedded hub. Its
 //! RSS and CPU are read from `/proc` first while it only heartbeats (idle), then while a Lua
 //! check over every Pod runs each interval (a check round converts every matched object to
-//! Lua, see the Lua-round benchmark in docs/performance.md).
+//! Lua, see the Lua-round benchmark in docs/performance.md). While busy it also counts the
+//! requests and bytes the member cluster's API server (kubesim) served the agent, per
+//! round.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -117,13 +119,22 @@ pub async fn footprint(
             tail.join("\n")
         );
     }
+    let (requests_before, bytes_before) = (sim.requests().len(), sim.served_bytes());
     let busy = measure(pid, ticks, seconds).await?;
+    let rounds = seconds as f64 / f64::from(interval);
+    // What the member's API server served the agent over the phase: every request (a
+    // watch counts once, when it opens) and every byte of every response (a watch's
+    // events as they flow). /readyz, one a round, is not a resource request.
+    let requests = (sim.requests().len() - requests_before) as f64;
+    let bytes = (sim.served_bytes() - bytes_before) as f64;
     println!(
-        "{} cpu_ms_per_round={:.0}",
+        "{} cpu_ms_per_round={:.0} member_api_requests_per_round={:.2} member_api_bytes_per_round={:.0}",
         busy.line(&format!(
             "agent with a Lua check over {objects} Pods every {interval}s"
         )),
-        busy.cpu_secs * 1e3 / (seconds as f64 / f64::from(interval))
+        busy.cpu_secs * 1e3 / rounds,
+        requests / rounds,
+        bytes / rounds,
     );
     let _ = agent.kill();
     let _ = agent.wait();

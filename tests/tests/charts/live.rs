@@ -190,6 +190,7 @@ async fn start_agent(
         default_period: Duration::from_secs(run.interval_seconds),
         checks_namespace: run.checks_namespace.clone(),
         metrics: Default::default(),
+        cache: Default::default(),
     };
     let mut options = run.into_options(Some(key)).unwrap();
     options.checks = Arc::new(CheckEngine::spawn(
@@ -239,7 +240,11 @@ fn configurable_read_grants() -> BTreeSet<String> {
     let values = &documents(&values)[0];
     let mut out = BTreeSet::new();
     for rule in values["rbac"]["read"]["rules"].as_array().unwrap() {
-        let rule: rbac::Rule = serde_json::from_value(rule.clone()).unwrap();
+        let mut rule: rbac::Rule = serde_json::from_value(rule.clone()).unwrap();
+        // The ClusterRole grants watch wherever a rule grants list (the agent's caches).
+        if rule.verbs.iter().any(|v| v == "list") && !rule.verbs.iter().any(|v| v == "watch") {
+            rule.verbs.push("watch".into());
+        }
         for verb in &rule.verbs {
             for group in &rule.api_groups {
                 for resource in &rule.resources {
@@ -531,6 +536,10 @@ async fn chart_rbac_allows_every_call_of_hub_and_agents_and_grants_the_agent_not
             "the agent chart does not grant calls the agent made: {denied:#?}"
         );
         assert!(has(&requests, "create", "pods", Some(CHECKS_NAMESPACE)));
+        // The nodes-ready Lua check reads Nodes from a watch-fed cache: a list, then a
+        // watch, both granted (the denied check above).
+        assert!(has(&requests, "list", "nodes", None));
+        assert!(has(&requests, "watch", "nodes", None));
         assert!(has(&requests, "get", "secrets", Some(CHECKS_NAMESPACE)));
         assert!(!has(&requests, "create", "pods", Some(NAMESPACE)));
         all_requests.extend(requests);

@@ -1,0 +1,76 @@
+//! [`CachedReader`]: what the check engine reads through when it has a Kubernetes API. Lua
+//! rounds read the objects their checks select from the [`WatchCache`] (watched, not
+//! listed each round); everything else (built-ins, Secrets, `/readyz`) goes to the API
+//! server through the [`KubeReader`], as does a query no cache holds.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use fleetpulse_common::checks::lua_batch::{Batch, LuaCheck};
+use fleetpulse_common::checks::query::Query;
+use fleetpulse_common::compact::CompactObject;
+
+use super::cache::{CacheKey, CacheOptions, WatchCache};
+use super::{KubeReader, ReadError, ResourceReader, SecretData};
+
+/// A [`KubeReader`] with watch-fed caches for Lua checks; clones share the caches.
+#[derive(Clone)]
+pub struct CachedReader {
+    kube: KubeReader,
+    cache: WatchCache,
+}
+
+impl CachedReader {
+    /// Caches over `kube`'s client; every watch stops when `shutdown` is cancelled.
+    pub fn new(
+        kube: KubeReader,
+        options: CacheOptions,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        let cache = WatchCache::new(kube.client().clone(), options, shutdown);
+        CachedReader { kube, cache }
+    }
+
+    /// The caches.
+    pub fn cache(&self) -> &WatchCache {
+        &self.cache
+    }
+
+    /// The client, for checks that write (pod checks).
+    pub fn client(&self) -> &kube::Client {
+        self.kube.client()
+    }
+
+    /// Watches exactly what `checks` select on the cluster with metadata `cluster` (their
+    /// selectors resolved as a round resolves them), and stops every other watch.
+    pub fn watch_for(&self, checks: Vec<Arc<LuaCheck>>, cluster: &ObjectMeta) {
+        let batch = Batch::plan(checks, cluster);
+        let keys = (batch.queries().iter())
+            .filter(|q| !q.from_hub)
+            .map(CacheKey::of);
+        self.cache.retain(keys);
+    }
+}
+
+impl ResourceReader for CachedReader {
+    async fn list(&self, query: &Query) -> Result<Vec<Value>, ReadError> {
+        self.kube.list(query).await
+    }
+
+    async fn list_compact(&self, query: &Query) -> Result<Vec<CompactObject>, ReadError> {
+        match self.cache.read(query).await {
+            Some(read) => read,
+            None => self.kube.list_compact(query).await,
+        }
+    }
+
+    async fn readyz(&self) -> Result<String, ReadError> {
+        self.kube.readyz().await
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<SecretData>, ReadError> {
+        self.kube.secret(namespace, name).await
+    }
+}
