@@ -119,8 +119,24 @@ impl KubeFleet {
     }
 
     /// Writes to the management API since the fleet was prepared: the hub's, as the test
-    /// writes nothing there after [`KubeFleet::prepare`].
+    /// writes nothing there after [`KubeFleet::prepare`]; but for the hub state's
+    /// ConfigMaps, written once per flush whatever happens ([`KubeFleet::hub_state_writes`]).
     pub fn hub_writes(&self) -> Writes {
+        let mut writes = self.all_hub_writes();
+        writes.retain(|(resource, _), _| resource != "configmaps");
+        writes
+    }
+
+    /// Writes of the hub state (ConfigMaps of accepted positions and last-heard times).
+    pub fn hub_state_writes(&self) -> u64 {
+        let writes = self.all_hub_writes();
+        let state = writes
+            .iter()
+            .filter(|((resource, _), _)| resource == "configmaps");
+        state.map(|(_, n)| n).sum()
+    }
+
+    fn all_hub_writes(&self) -> Writes {
         let mut writes = self.mgmt.sim.writes();
         for (key, before) in &self.baseline {
             if let Some(n) = writes.get_mut(key) {
