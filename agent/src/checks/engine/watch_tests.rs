@@ -6,10 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
-use serde_json::json;
 
 use fleetpulse_common::api::{ClusterCheck, ResourceSelector};
 use fleetpulse_common::checks::lua_batch::{LuaCheck, Script};
@@ -69,15 +66,7 @@ fn engine(sim: &KubeSim, stop: &CancellationToken) -> CheckEngine {
 }
 
 async fn create_pod(sim: &KubeSim, name: &str) {
-    let pod = json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
-    Api::<Pod>::namespaced(sim.client(), "default")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
-        .await
-        .unwrap();
+    crate::checks::resources::cache::tests::create_pod(sim, name, "web").await;
 }
 
 fn requests(sim: &KubeSim, verb: &str, resource: &str, mark: usize) -> usize {

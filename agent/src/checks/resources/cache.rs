@@ -161,4 +161,4 @@ impl WatchCache {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

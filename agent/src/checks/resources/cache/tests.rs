@@ -37,7 +37,8 @@ fn cache(sim: &KubeSim, stop: &CancellationToken) -> WatchCache {
     WatchCache::new(sim.client(), options, stop.clone())
 }
 
-async fn create_pod(sim: &KubeSim, name: &str, app: &str) {
+/// Creates Pod `name` labelled `app` in namespace `default`.
+pub(crate) async fn create_pod(sim: &KubeSim, name: &str, app: &str) {
     let pod = json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
         "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
     Api::<Pod>::namespaced(sim.client(), "default")
