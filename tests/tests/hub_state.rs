@@ -127,6 +127,30 @@ async fn a_state_older_than_a_flush_and_a_lease_is_not_trusted_unless_a_clean_st
 }
 
 #[tokio::test]
+async fn a_shard_not_written_since_because_nothing_changed_in_it_is_as_current_as_the_last_flush() {
+    let sim = management().await;
+    let mut state = HubState::new(sim.client(), settings("hub-a"));
+    let t0 = Timestamp::now();
+    let n = CLUSTERS_PER_SHARD + 1;
+    for write in &reported(n, 1, t0) {
+        state.apply(write);
+    }
+    state.flush_at(false, t0).await;
+    // Later, only one cluster reports: only its shard is written again.
+    let later = t0 + SignedDuration::from_secs(20);
+    let before = sim.write_count("configmaps", "patch");
+    state.apply(&reported(1, 2, later)[0]);
+    state.flush_at(false, later).await;
+    assert_eq!(sim.write_count("configmaps", "patch") - before, 1);
+    // The other shard is 25 s old, past the 14 s limit, yet nothing in it changed.
+    let snapshot = loaded(&sim, later + SignedDuration::from_secs(5)).await;
+    assert_eq!(snapshot.positions_kept, PositionsKept::All);
+    // Once no flush came for longer than the limit, the state is stale.
+    let snapshot = loaded(&sim, later + SignedDuration::from_secs(15)).await;
+    assert_eq!(snapshot.positions_kept, PositionsKept::Stale);
+}
+
+#[tokio::test]
 async fn no_state_yet_is_not_stored_and_a_missing_shard_makes_the_state_stale() {
     let sim = management().await;
     assert_eq!(

@@ -10,8 +10,9 @@
 //! shrinks past a power of two, every shard is written at the new count and the objects of
 //! the old count are deleted; a reader merges whatever it finds, newest flush first.
 //!
-//! A new leader trusts the state ([`PositionsKept::All`]) when every object was written by
-//! a clean stop or within [`StateSettings::max_age`] (a flush interval plus the lease
+//! A new leader trusts the state ([`PositionsKept::All`]) when every shard is there and
+//! the last flush (the newest object: a shard not written then had nothing new) was a
+//! clean stop's or within [`StateSettings::max_age`] (a flush interval plus the lease
 //! duration: the most a leader that crashed can have left unflushed before a standby
 //! takes over). Otherwise it restores what it finds and refuses every incarnation from
 //! before its start, as before this state existed.
@@ -153,11 +154,10 @@ impl HubState {
             }
         }
         self.written = found.keys().copied().collect();
+        // The writer's last flush: a shard it did not write then had nothing new.
+        let newest = (shards.iter()).max_by_key(|(_, s)| s.flushed_at_ms);
         // Every shard of the newest count must be there: a missing one lost its clusters.
-        let newest = (shards.iter())
-            .max_by_key(|(_, s)| s.flushed_at_ms)
-            .and_then(|(object, _)| parse_name(object));
-        if let Some((count, _)) = newest
+        if let Some((count, _)) = newest.and_then(|(object, _)| parse_name(object))
             && found
                 .get(&count)
                 .is_none_or(|have| have.len() < count as usize)
@@ -173,23 +173,20 @@ impl HubState {
             );
         }
         let oldest = now.as_millisecond() - self.settings.max_age.as_millis() as i64;
-        let stale: Vec<&str> = (shards.iter())
-            .filter(|(_, s)| !s.clean && s.flushed_at_ms < oldest)
-            .map(|(object, _)| object.as_str())
-            .collect();
-        snapshot.positions_kept =
-            match (shards.is_empty(), stale.is_empty() && unreadable.is_empty()) {
-                (true, true) => PositionsKept::NotStored,
-                (false, true) => PositionsKept::All,
-                _ => {
-                    tracing::warn!(
-                        ?stale,
-                        max_age_s = self.settings.max_age.as_secs(),
-                        "the hub state is older than a flush interval plus the lease duration"
-                    );
-                    PositionsKept::Stale
-                }
-            };
+        let current = newest.is_none_or(|(_, s)| s.clean || s.flushed_at_ms >= oldest);
+        snapshot.positions_kept = match (newest, current && unreadable.is_empty()) {
+            (None, true) => PositionsKept::NotStored,
+            (Some(_), true) => PositionsKept::All,
+            _ => {
+                let last_flush_ms = newest.map(|(_, s)| s.flushed_at_ms);
+                tracing::warn!(
+                    ?last_flush_ms,
+                    max_age_s = self.settings.max_age.as_secs(),
+                    "the hub state was last flushed longer ago than a flush interval plus the lease duration, or part of it is missing"
+                );
+                PositionsKept::Stale
+            }
+        };
         // Newest flush last, so it wins where a cluster is in two objects.
         shards.sort_by_key(|(_, s)| s.flushed_at_ms);
         for (_, shard) in shards {
@@ -241,13 +238,18 @@ impl HubState {
     /// other counts). A failure is logged and the shards are written again at the next
     /// flush: the hub state must never hold up the status writes queued with it.
     pub async fn flush(&mut self, clean: bool) {
-        if let Err(e) = self.try_flush(clean).await {
+        self.flush_at(clean, Timestamp::now()).await;
+    }
+
+    /// [`HubState::flush`], stamping the objects written with `now`.
+    pub async fn flush_at(&mut self, clean: bool, now: Timestamp) {
+        if let Err(e) = self.try_flush(clean, now.as_millisecond()).await {
             let namespace = &self.settings.namespace;
             tracing::error!(error = %e, %namespace, "cannot write the hub state; a new leader would refuse agent incarnations from before its start once: check the hub may create, patch and delete ConfigMaps in {namespace}");
         }
     }
 
-    async fn try_flush(&mut self, clean: bool) -> Result<(), StoreError> {
+    async fn try_flush(&mut self, clean: bool, now: i64) -> Result<(), StoreError> {
         let shards = shards_for(self.clusters.len());
         let mut dirty: BTreeSet<u32> = (self.changed.iter())
             .map(|id| shard_of(id, shards))
@@ -268,7 +270,6 @@ impl HubState {
                 entry.clusters.insert(id.to_string(), state.clone());
             }
         }
-        let now = Timestamp::now().as_millisecond();
         for shard in dirty {
             let mut state = contents.remove(&shard).unwrap_or_default();
             state.flushed_at_ms = now;
