@@ -194,15 +194,7 @@ mod tests {
     use super::*;
 
     fn wall(year: i64, month: i64, day: i64, hour: i64, min: i64) -> i128 {
-        Fields {
-            year,
-            month,
-            day,
-            hour,
-            min,
-            sec: 0,
-        }
-        .wall_seconds()
+        calendar::tests::fields(year, month, day, hour, min, 0).wall_seconds()
     }
 
     #[test]

@@ -111,10 +111,18 @@ fn civil_from_days(days: i128) -> (i64, u8, u8) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn fields(year: i64, month: i64, day: i64, hour: i64, min: i64, sec: i64) -> Fields {
+    /// The fields of a date and time, for tests.
+    pub(in crate::lua::compat::os) fn fields(
+        year: i64,
+        month: i64,
+        day: i64,
+        hour: i64,
+        min: i64,
+        sec: i64,
+    ) -> Fields {
         Fields {
             year,
             month,
