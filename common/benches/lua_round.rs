@@ -4,6 +4,12 @@
 //! rounds do) beside eager conversion of every object (the baseline), measured in the same
 //! run. Prints median and min in milliseconds, and the Lua memory each round holds.
 //!
+//! The lazy full round is measured twice: on a fresh state (`cold`: every object new to
+//! it, as after the objects all changed) and as the next round on the state of an earlier
+//! one over the same object versions (`warm`: what the agent's rounds do while the watched
+//! objects do not change; each object is taken in as the same text, a clone of the
+//! `CompactObject` the cache holds, and keeps what the earlier round converted).
+//!
 //! Also prints the engine's floor: the same check over plain Lua tables converted
 //! beforehand, in a bare Lua 5.4 state with the same deadline hook (no sandbox, no
 //! copy-on-write, nothing a round could skip), so the round's figures read against what
@@ -113,7 +119,11 @@ fn count_values(value: &Value) -> usize {
 
 /// Runs `f` REPEATS times; returns (median, min) in ms.
 fn measure(mut f: impl FnMut() -> Duration) -> (f64, f64) {
-    let mut runs: Vec<f64> = (0..REPEATS).map(|_| f().as_secs_f64() * 1000.0).collect();
+    median_min((0..REPEATS).map(|_| f().as_secs_f64() * 1000.0).collect())
+}
+
+/// (median, min) of `runs`.
+fn median_min(mut runs: Vec<f64>) -> (f64, f64) {
     runs.sort_by(f64::total_cmp);
     (runs[runs.len() / 2], runs[0])
 }
@@ -170,25 +180,84 @@ fn figures(pods: &[CompactObject], conversion: Conversion) -> Figures {
     }
 }
 
-/// One check over plain tables in a bare state with a hook every 1,000 instructions (as
-/// the sandbox's deadline hook); (median, min) ms.
-fn floor(pods: &[Value]) -> (f64, f64) {
-    let lua = Lua::new();
-    lua.set_global_hook(HookTriggers::new().every_nth_instruction(1000), |_, _| {
-        Ok(VmState::Continue)
-    })
-    .expect("hook");
-    let resources = lua
-        .create_sequence_from(pods.iter().map(|p| lua.to_value(p).expect("pod converts")))
-        .expect("resources");
-    lua.globals().set("resources", resources).expect("global");
-    lua.load(READY_PODS).exec().expect("script loads");
-    let evaluate: mlua::Function = lua.globals().get("evaluate").expect("evaluate");
-    measure(|| {
+/// The warm lazy round and the floor of ten checks, measured alternately (a warm round,
+/// then ten floor checks, REPEATS times), so both see the machine as it is at the same
+/// moments: (median, min) ms of each, and the median of the per-repetition ratios.
+struct WarmAgainstFloor {
+    warm_round: (f64, f64),
+    floor_round: (f64, f64),
+    ratio: f64,
+}
+
+fn warm_against_floor(pods: &[CompactObject], floor: &Floor) -> WarmAgainstFloor {
+    let limits = LuaLimits {
+        deadline: Duration::from_secs(30),
+        ..LuaLimits::default()
+    };
+    let mut state = LuaRound::new(limits).expect("round");
+    full_round(&mut state, limits, pods);
+    let (mut warm, mut bare, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
         let started = Instant::now();
-        let _: mlua::Table = evaluate.call(()).expect("check runs");
-        started.elapsed()
-    })
+        full_round(&mut state, limits, pods);
+        let w = started.elapsed().as_secs_f64() * 1000.0;
+        let f: f64 = (0..CHECKS).map(|_| floor.check_ms()).sum();
+        warm.push(w);
+        bare.push(f);
+        ratios.push(w / f);
+    }
+    WarmAgainstFloor {
+        warm_round: median_min(warm),
+        floor_round: median_min(bare),
+        ratio: median_min(ratios).0,
+    }
+}
+
+/// A full round as the agent runs it on a kept state: the next round begins, the objects
+/// are taken in (clones: the same text), the versions not taken in are let go of, and
+/// every check runs.
+fn full_round(state: &mut LuaRound, limits: LuaLimits, pods: &[CompactObject]) {
+    state.begin(limits);
+    let ids = convert(state, pods.to_vec());
+    state.release_untaken().expect("release");
+    for i in 0..CHECKS {
+        check(state, &ids, i);
+    }
+}
+
+/// The check over plain tables in a bare state with a hook every 1,000 instructions (as
+/// the sandbox's deadline hook).
+struct Floor {
+    // Holds the state `evaluate` runs in.
+    _lua: Lua,
+    evaluate: mlua::Function,
+}
+
+impl Floor {
+    fn new(pods: &[Value]) -> Floor {
+        let lua = Lua::new();
+        lua.set_global_hook(HookTriggers::new().every_nth_instruction(1000), |_, _| {
+            Ok(VmState::Continue)
+        })
+        .expect("hook");
+        let resources = lua
+            .create_sequence_from(pods.iter().map(|p| lua.to_value(p).expect("pod converts")))
+            .expect("resources");
+        lua.globals().set("resources", resources).expect("global");
+        lua.load(READY_PODS).exec().expect("script loads");
+        let evaluate = lua.globals().get("evaluate").expect("evaluate");
+        Floor {
+            _lua: lua,
+            evaluate,
+        }
+    }
+
+    /// One check, in ms.
+    fn check_ms(&self) -> f64 {
+        let started = Instant::now();
+        let _: mlua::Table = self.evaluate.call(()).expect("check runs");
+        started.elapsed().as_secs_f64() * 1000.0
+    }
 }
 
 fn main() {
@@ -198,7 +267,9 @@ fn main() {
     let compact: Vec<CompactObject> = pods.iter().map(CompactObject::from).collect();
     let lazy = figures(&compact, Conversion::Lazy);
     let eager = figures(&compact, Conversion::Eager);
-    let floor = floor(&pods);
+    let bare = Floor::new(&pods);
+    let floor = median_min((0..REPEATS).map(|_| bare.check_ms()).collect());
+    let warm = warm_against_floor(&compact, &bare);
     println!(
         "lua_round objects={OBJECTS} json_kib={} json_values={values} repeats={REPEATS} engine=lua54",
         bytes / 1024
@@ -218,8 +289,16 @@ fn main() {
         floor.0 * CHECKS as f64
     );
     println!(
-        "  lazy/eager full round: {:.2}x; lazy one check / floor: {:.2}x",
+        "  warm  round_{CHECKS}_checks_ms={:.2} (min {:.2}): the next round on a kept state, \
+         every object unchanged; floor of {CHECKS} checks at the same moments {:.2} (min {:.2})",
+        warm.warm_round.0, warm.warm_round.1, warm.floor_round.0, warm.floor_round.1
+    );
+    println!(
+        "  lazy/eager full round: {:.2}x; lazy one check / floor: {:.2}x; \
+         full lazy round / floor: warm {:.2}x (median of alternate runs), cold {:.2}x",
         lazy.round.0 / eager.round.0,
-        lazy.one_check.0 / floor.0
+        lazy.one_check.0 / floor.0,
+        warm.ratio,
+        lazy.round.0 / (floor.0 * CHECKS as f64)
     );
 }

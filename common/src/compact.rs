@@ -3,8 +3,13 @@
 //! JSON text in heap (every JSON object is a B-tree node of about 640 bytes however few
 //! fields it has); the text is parsed where something reads it: a level at a time by Lua
 //! scripts, whole for a CEL filter, only the identifying fields for a label or a key.
+//!
+//! The text is shared, never copied: a clone is a reference to the same text (the watch
+//! cache hands a round its objects so), and [`CompactObject::same_text`] tells a Lua state
+//! that it has seen this object version before and kept what it converted of it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
@@ -13,8 +18,9 @@ use serde_json::Value;
 
 /// A Kubernetes object as checks see it, as compact JSON text, without
 /// `metadata.managedFields`. Made from a [`Value`] (`From`), which is then dropped.
+/// Immutable; clones share the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompactObject(Box<str>);
+pub struct CompactObject(Arc<str>);
 
 /// The fields that identify an object, borrowed from its text where they need no
 /// unescaping.
@@ -46,6 +52,17 @@ impl CompactObject {
     /// The object's compact JSON text.
     pub fn text(&self) -> &str {
         &self.0
+    }
+
+    /// Whether `other` is a clone of this object (the same text, not only equal text).
+    pub fn same_text(&self, other: &CompactObject) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Where the text lives: the same for every clone, and no other live object's while
+    /// one clone is alive (a key for what was made of this text).
+    pub fn address(&self) -> usize {
+        self.0.as_ptr().addr()
     }
 
     /// The object parsed whole (for readers of whole objects, such as CEL filters).
@@ -120,7 +137,7 @@ impl From<Value> for CompactObject {
 impl From<&Value> for CompactObject {
     /// Writes `object` as compact JSON, as it is (its `managedFields` too, if any).
     fn from(object: &Value) -> Self {
-        CompactObject(object.to_string().into_boxed_str())
+        CompactObject(Arc::from(object.to_string()))
     }
 }
 

@@ -74,6 +74,8 @@ mod hostile_tests;
 #[cfg(test)]
 mod isolation_tests;
 #[cfg(test)]
+mod kept_state_tests;
+#[cfg(test)]
 mod result_tests;
 #[cfg(test)]
 mod tests;

@@ -1,14 +1,19 @@
 //! Built-in checks: the API server's `/readyz` (always run when the agent has a Kubernetes
 //! API, as the minimal base Karmada uses), a minimum of Ready nodes, and a minimum of Ready
 //! pods matching a selector. With neither `minCount` nor `minPercent`, one Ready object is
-//! the minimum.
+//! the minimum. The nodes and pods are read as Lua checks read theirs: from the engine's
+//! watch-fed caches ([`query`] names what to watch), not listed every run.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde_json::Value;
+use serde::Deserialize;
 
 use fleetpulse_common::api::{ReadyNodesCheck, ReadyPodsCheck};
 use fleetpulse_common::checks::labels::LabelQuery;
+use fleetpulse_common::checks::model::Kind;
 use fleetpulse_common::checks::query::Query;
+use fleetpulse_common::compact::CompactObject;
 use fleetpulse_common::selector;
 
 use super::RunOutcome;
@@ -25,10 +30,20 @@ pub async fn apiserver_readyz(reader: &impl ResourceReader) -> RunOutcome {
     }
 }
 
+/// What a built-in of kind `kind` reads (its label selector is applied to what is read,
+/// so every such check of a namespace shares one watch); `None` for other kinds.
+pub fn query(kind: &Kind) -> Option<Query> {
+    match kind {
+        Kind::ReadyNodes(_) => Some(core_query("Node", None)),
+        Kind::ReadyPods(c) => Some(core_query("Pod", Some(c.namespace.clone()))),
+        _ => None,
+    }
+}
+
 /// Minimum Ready nodes.
 pub async fn ready_nodes(reader: &impl ResourceReader, check: &ReadyNodesCheck) -> RunOutcome {
     let query = core_query("Node", None);
-    match reader.list(&query).await {
+    match reader.list_compact(&query).await {
         Ok(nodes) => judge_ready(
             "nodes",
             &nodes,
@@ -43,7 +58,7 @@ pub async fn ready_nodes(reader: &impl ResourceReader, check: &ReadyNodesCheck) 
 /// Minimum Ready pods in a namespace.
 pub async fn ready_pods(reader: &impl ResourceReader, check: &ReadyPodsCheck) -> RunOutcome {
     let query = core_query("Pod", Some(check.namespace.clone()));
-    match reader.list(&query).await {
+    match reader.list_compact(&query).await {
         Ok(pods) => {
             let what = format!("pods in namespace {}", check.namespace);
             judge_ready(
@@ -74,39 +89,67 @@ fn core_query(kind: &str, namespace: Option<String>) -> Query {
     }
 }
 
-/// Whether an object's `Ready` condition is True.
-pub fn is_ready(object: &Value) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+/// What a minimum reads of an object: its labels and its conditions' types and statuses
+/// (the rest of the text is skipped, not parsed into values).
+#[derive(Debug, Default, Deserialize)]
+struct Readiness {
+    #[serde(default)]
+    metadata: Labelled,
+    #[serde(default)]
+    status: Conditions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Labelled {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Conditions {
+    #[serde(default)]
+    conditions: Option<Vec<Condition>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Condition {
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    status: String,
+}
+
+impl Readiness {
+    /// An object's labels and readiness; an object of another shape has neither.
+    fn of(object: &CompactObject) -> Readiness {
+        serde_json::from_str(object.text()).unwrap_or_default()
+    }
+
+    /// Whether its `Ready` condition is True.
+    fn is_ready(&self) -> bool {
+        (self.status.conditions.iter().flatten()).any(|c| c.kind == "Ready" && c.status == "True")
+    }
 }
 
 /// Judges Ready objects among those matching `selector` against the minimums.
 pub fn judge_ready(
     what: &str,
-    objects: &[Value],
+    objects: &[CompactObject],
     label_selector: Option<&LabelSelector>,
     min_count: Option<u32>,
     min_percent: Option<u32>,
 ) -> RunOutcome {
-    let selected: Vec<&Value> = objects
+    let no_labels = BTreeMap::new();
+    let selected: Vec<Readiness> = objects
         .iter()
+        .map(Readiness::of)
         .filter(|o| {
-            label_selector.is_none_or(|s| {
-                let labels = o
-                    .pointer("/metadata/labels")
-                    .and_then(|l| serde_json::from_value(l.clone()).ok())
-                    .unwrap_or_default();
-                selector::matches(s, &labels)
-            })
+            let labels = o.metadata.labels.as_ref().unwrap_or(&no_labels);
+            label_selector.is_none_or(|s| selector::matches(s, labels))
         })
         .collect();
     let total = selected.len() as u32;
-    let ready = selected.iter().filter(|o| is_ready(o)).count() as u32;
+    let ready = selected.iter().filter(|o| o.is_ready()).count() as u32;
     let min_count = if min_count.is_none() && min_percent.is_none() {
         Some(1)
     } else {
@@ -141,7 +184,7 @@ mod tests {
     use crate::checks::resources::StaticReader;
     use serde_json::json;
 
-    fn node(name: &str, ready: bool, pool: &str) -> Value {
+    fn node(name: &str, ready: bool, pool: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"pool": pool}},
                "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
     }

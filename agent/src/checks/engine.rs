@@ -9,7 +9,9 @@
 //! ([`schedule`]). Lua checks that fall due together share one round (one Lua state, one
 //! listing of each distinct query) under at most the agent's Lua deadline each; one that
 //! needs longer (a larger `timeoutSeconds`) runs again at once in a round of its own, and
-//! stays alone while it stays slow ([`dispatch`]). The API server's `/readyz` is checked
+//! stays alone while it stays slow ([`dispatch`]). Each kind of round (the shared one,
+//! each check alone) keeps its Lua state for the next, so an object that did not change
+//! is not converted again. The API server's `/readyz` is checked
 //! every interval whenever the agent has a Kubernetes API. A new config replaces the
 //! checks at once; a check whose spec did not change keeps its verdict and its run in
 //! progress.
@@ -31,7 +33,7 @@ use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
 use super::resources::cache::CacheOptions;
 use super::resources::{CachedReader, Reader};
-use super::{ChecksSource, RunOutcome, builtin, probe};
+use super::{ChecksSource, RunOutcome, builtin, lua_check, probe};
 use crate::metrics::AgentMetrics;
 
 mod dispatch;
@@ -81,6 +83,8 @@ struct Shared {
     secrets: probe::SecretSource,
     /// The watch-fed caches of what Lua checks select (with a Kubernetes API).
     watches: Option<CachedReader>,
+    /// The Lua states rounds keep between them.
+    lua_states: lua_check::KeptStates,
     shutdown: CancellationToken,
 }
 
@@ -129,6 +133,7 @@ impl CheckEngine {
             pods_client,
             pod_checks: Mutex::new(BTreeMap::new()),
             watches,
+            lua_states: lua_check::KeptStates::default(),
             secrets: probe::SecretSource::new(reader.clone(), options.checks_namespace.clone()),
             options,
             shutdown: shutdown.clone(),
@@ -155,9 +160,19 @@ impl ChecksSource for CheckEngine {
             state.checks().cloned().collect()
         };
         self.shared.sync_pod_checks(&checks);
+        let alone: Vec<String> = checks
+            .iter()
+            .map(|c| dispatch::alone_round(&c.name))
+            .collect();
+        (self.shared.lua_states)
+            .retain(|kind| kind == dispatch::SHARED_ROUND || alone.iter().any(|a| a == kind));
         if let Some(watches) = &self.shared.watches {
             let lua = checks.iter().filter_map(|c| c.lua().cloned()).collect();
-            watches.watch_for(lua, &config.cluster_metadata);
+            let built_ins: Vec<_> = checks
+                .iter()
+                .filter_map(|c| builtin::query(&c.kind))
+                .collect();
+            watches.watch_for(lua, &built_ins, &config.cluster_metadata);
         }
         self.shared.changed.notify_one();
     }

@@ -156,26 +156,59 @@ impl Batch {
         self.round(listed, limits, each)
     }
 
-    /// One round over `listed`, whatever form its objects come in.
+    /// [`Batch::evaluate_compact_each`] as the next round on `state` (a state kept from an
+    /// earlier round, or [`LuaRound::new`]): an object taken in as the same text as in the
+    /// state's last round (a clone of the same [`CompactObject`]: the same object version)
+    /// keeps what was converted of it then; the object versions this round does not take
+    /// in are let go of.
+    pub fn evaluate_compact_in(
+        &self,
+        state: &mut LuaRound,
+        listed: Vec<Result<Vec<CompactObject>, String>>,
+        limits: LuaLimits,
+        each: impl FnMut(usize, &CheckRun),
+    ) -> Vec<CheckRun> {
+        self.round_in(state, listed, limits, each)
+    }
+
+    /// One round over `listed`, whatever form its objects come in, on a state of its own.
     fn round<O: Into<CompactObject>>(
         &self,
         listed: Vec<Result<Vec<O>, String>>,
         limits: LuaLimits,
         mut each: impl FnMut(usize, &CheckRun),
     ) -> Vec<CheckRun> {
-        let set_up = LuaRound::new(limits).and_then(|mut round| {
-            let selected = self.take_objects(&mut round, listed)?;
-            Ok((round, selected))
-        });
-        let (round, selected) = match set_up {
-            Ok(set_up) => set_up,
-            Err(e) => {
-                let failed = Failed::new(e.to_string());
-                return (0..self.checks.len())
-                    .map(|i| finished(i, Err(failed.clone()), Duration::ZERO, &mut each))
-                    .collect();
-            }
+        match LuaRound::new(limits) {
+            Ok(mut state) => self.round_in(&mut state, listed, limits, each),
+            Err(e) => self.all_failed(&e, &mut each),
+        }
+    }
+
+    /// Every check failed for `e`, before any ran.
+    fn all_failed(&self, e: &LuaError, each: &mut impl FnMut(usize, &CheckRun)) -> Vec<CheckRun> {
+        let failed = Failed::new(e.to_string());
+        (0..self.checks.len())
+            .map(|i| finished(i, Err(failed.clone()), Duration::ZERO, &mut *each))
+            .collect()
+    }
+
+    /// One round over `listed` on `round`'s state.
+    fn round_in<O: Into<CompactObject>>(
+        &self,
+        round: &mut LuaRound,
+        listed: Vec<Result<Vec<O>, String>>,
+        limits: LuaLimits,
+        mut each: impl FnMut(usize, &CheckRun),
+    ) -> Vec<CheckRun> {
+        round.begin(limits);
+        let selected = match self.take_objects(round, listed) {
+            Ok(selected) => selected,
+            Err(e) => return self.all_failed(&e, &mut each),
         };
+        if let Err(e) = round.release_untaken() {
+            return self.all_failed(&e, &mut each);
+        }
+        let round = &*round;
         // Sveltos' Lua filters, once per query (named after the first check using it).
         let mut filtered: HashMap<usize, Result<Vec<ObjectId>, Failed>> = HashMap::new();
         let mut runs = Vec::with_capacity(self.checks.len());
@@ -189,12 +222,12 @@ impl Batch {
                     let ids = filtered
                         .entry(index)
                         .or_insert_with(|| {
-                            self.filter(&round, check, index, &selected[index], deadline)
+                            self.filter(round, check, index, &selected[index], deadline)
                         })
                         .clone()?;
                     per_query.push((index, ids));
                 }
-                Ok(run(&round, check, &self.queries, &per_query, deadline)?)
+                Ok(run(round, check, &self.queries, &per_query, deadline)?)
             })();
             runs.push(finished(i, verdict, started.elapsed(), &mut each));
         }
@@ -211,6 +244,7 @@ impl Batch {
         listed: Vec<Result<Vec<O>, String>>,
     ) -> Result<Vec<Result<Vec<ObjectId>, String>>, LuaError> {
         let mut by_key: HashMap<String, ObjectId> = HashMap::new();
+        let several = self.queries.len() > 1;
         let mut selected = Vec::with_capacity(listed.len());
         for (query, objects) in self.queries.iter().zip(listed) {
             let cel = match CelFilter::new(&query.evaluate_cel) {
@@ -234,10 +268,16 @@ impl Batch {
                 if cel.as_ref().is_some_and(|f| !f.keeps(&object.to_value())) {
                     continue;
                 }
-                let key = object_key(&object);
-                let id = match by_key.get(&key) {
-                    Some(id) => *id,
-                    None => *by_key.entry(key).or_insert(round.add_compact(object)?),
+                // An object listed by several queries is taken in once. One query lists each
+                // object once: no key to read then.
+                let id = if several {
+                    let key = object_key(&object);
+                    match by_key.get(&key) {
+                        Some(id) => *id,
+                        None => *by_key.entry(key).or_insert(round.add_compact(object)?),
+                    }
+                } else {
+                    round.add_compact(object)?
                 };
                 ids.push(id);
             }

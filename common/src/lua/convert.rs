@@ -5,6 +5,7 @@
 //! convert in turn.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use mlua::{Either, Function, Lua, Table};
 
@@ -20,22 +21,50 @@ use level::{Item, Level};
 /// only that script: the rest of the object, and every other object, still reads normally.
 pub(super) const MAX_DEPTH: usize = 64;
 
-/// Where a node is: the byte range of its JSON text within object `object`'s text, and how
-/// many tables deep it is (an object's root is 1).
+/// Where a node is: the byte range of its JSON text within its object's text, and how many
+/// tables deep it is (an object's root is 1).
 #[derive(Clone, Copy, Debug)]
 struct NodeRef {
-    object: u32,
     start: u32,
     end: u32,
     depth: u16,
 }
 
-/// The round's objects as JSON text and every pending node handed to Lua so far (kept as
-/// Lua app data, so `materialise` can reach it).
+/// A node's id, as its pending proxy holds it: the slot of its object version in the high
+/// bits, its place among that object's nodes in the low [`LOCAL_BITS`].
+pub(super) type NodeId = i64;
+
+/// Bits of a [`NodeId`] that number an object's nodes: 8 million nodes, past any object the
+/// API server stores (at most 1.5 MB of JSON, two bytes or more a node).
+const LOCAL_BITS: u32 = 23;
+
+/// Slots numbered past this cannot be encoded in a [`NodeId`] (Lua integers are 64 bits):
+/// a state that has taken in a trillion object versions is replaced by a fresh one.
+const MAX_SLOT: u64 = 1 << (63 - LOCAL_BITS);
+
+/// One object version the state holds, and every node of it handed to Lua so far.
+#[derive(Debug)]
+struct Slot {
+    object: CompactObject,
+    refs: Vec<NodeRef>,
+    /// Taken into the current round.
+    taken: bool,
+}
+
+/// The state's objects as JSON text and every pending node handed to Lua so far (kept as
+/// Lua app data, so `materialise` can reach it). An object version is held from the round
+/// that first takes it in until a round that does not: rounds that take in the same text
+/// (a clone of the same [`CompactObject`], as the watch cache hands an unchanged object)
+/// reuse what earlier rounds converted of it, tables and all.
 #[derive(Debug)]
 pub(super) struct Nodes {
-    objects: Vec<CompactObject>,
-    refs: Vec<NodeRef>,
+    slots: HashMap<u64, Slot>,
+    /// The slot of each held text, by the text's address: the slot holds the text, so no
+    /// other text can live there meanwhile.
+    by_text: HashMap<usize, u64>,
+    next_slot: u64,
+    /// Nodes converted so far (each is converted once per object version).
+    converted: u64,
     kit: Kit,
     /// Every table converts with its parent (eager conversion, the benchmark's baseline).
     eager: bool,
@@ -76,31 +105,97 @@ impl Nodes {
     /// No objects yet, converted as `conversion` says.
     pub(super) fn new(kit: Kit, conversion: Conversion) -> Self {
         Nodes {
-            objects: Vec::new(),
-            refs: Vec::new(),
+            slots: HashMap::new(),
+            by_text: HashMap::new(),
+            next_slot: 0,
+            converted: 0,
             kit,
             eager: conversion == Conversion::Eager,
         }
     }
 
-    /// Takes `object`; returns the node id of its root, or `None` when its text is too
-    /// long to address (4 GiB).
-    pub(super) fn add(&mut self, object: CompactObject) -> Option<u32> {
-        let id = self.refs.len() as u32;
-        self.refs.push(NodeRef {
-            object: u32::try_from(self.objects.len()).ok()?,
+    /// Takes `object` into the current round; returns the node id of its root and whether
+    /// the state held this text already (what was converted of it is still converted), or
+    /// `None` when its text is too long to address (4 GiB) or the state has numbered all
+    /// the slots it can.
+    pub(super) fn take(&mut self, object: CompactObject) -> Option<(NodeId, bool)> {
+        if let Some(slot) = self.by_text.get(&object.address()) {
+            let held = self.slots.get_mut(slot)?;
+            held.taken = true;
+            return Some((root_id(*slot), true));
+        }
+        let end = u32::try_from(object.text().len()).ok()?;
+        let slot = self.next_slot;
+        if slot >= MAX_SLOT {
+            return None;
+        }
+        self.next_slot += 1;
+        self.by_text.insert(object.address(), slot);
+        let root = NodeRef {
             start: 0,
-            end: u32::try_from(object.text().len()).ok()?,
+            end,
             depth: 1,
-        });
-        self.objects.push(object);
-        Some(id)
+        };
+        let refs = vec![root];
+        let taken = true;
+        self.slots.insert(
+            slot,
+            Slot {
+                object,
+                refs,
+                taken,
+            },
+        );
+        Some((root_id(slot), false))
     }
 
-    /// The `index`th object added.
-    pub(super) fn object(&self, index: u32) -> Option<&CompactObject> {
-        self.objects.get(index as usize)
+    /// A new round begins: no object is taken into it yet.
+    pub(super) fn untake_all(&mut self) {
+        for slot in self.slots.values_mut() {
+            slot.taken = false;
+        }
     }
+
+    /// Lets go of every object version the current round did not take in; returns their
+    /// roots' node ids, for Lua to drop their proxies.
+    pub(super) fn release_untaken(&mut self) -> Vec<NodeId> {
+        let mut released = Vec::new();
+        let by_text = &mut self.by_text;
+        self.slots.retain(|&slot, held| {
+            if !held.taken {
+                by_text.remove(&held.object.address());
+                released.push(root_id(slot));
+            }
+            held.taken
+        });
+        released
+    }
+
+    /// Nodes converted so far, over the state's life.
+    #[cfg(test)]
+    pub(super) fn converted(&self) -> u64 {
+        self.converted
+    }
+
+    /// How many object versions the state holds.
+    pub(super) fn held(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The object whose root is node `root`.
+    pub(super) fn object(&self, root: NodeId) -> Option<&CompactObject> {
+        self.slots.get(&slot_of(root)).map(|held| &held.object)
+    }
+}
+
+/// The node id of the root of the object in `slot`.
+fn root_id(slot: u64) -> NodeId {
+    (slot << LOCAL_BITS) as NodeId
+}
+
+/// The slot of node `id`'s object.
+fn slot_of(id: NodeId) -> u64 {
+    (id as u64) >> LOCAL_BITS
 }
 
 /// Converts node `id` for its pending proxy `proxy`: builds its content (scalars set;
@@ -109,22 +204,22 @@ impl Nodes {
 /// converted in the same call (one callback instead of one per element); other members
 /// that are tables, and any past [`MAX_DEPTH`], become pending proxies that convert when
 /// touched.
-pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Table> {
+pub(super) fn materialise(lua: &Lua, proxy: Table, id: NodeId) -> mlua::Result<Table> {
     let mut nodes = lua
         .app_data_mut::<Nodes>()
         .ok_or_else(|| mlua::Error::runtime("the round's objects are not available"))?;
+    nodes.converted += 1;
     let Nodes {
-        objects,
-        refs,
-        kit,
-        eager,
+        slots, kit, eager, ..
     } = &mut *nodes;
-    let node = *refs
-        .get(id as usize)
-        .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
-    let object = objects
-        .get(node.object as usize)
+    let slot = slot_of(id);
+    let local = (id as u64 & ((1 << LOCAL_BITS) - 1)) as usize;
+    let Slot { object, refs, .. } = slots
+        .get_mut(&slot)
         .ok_or_else(|| mlua::Error::runtime(format!("no object for node {id}")))?;
+    let node = *refs
+        .get(local)
+        .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
     if usize::from(node.depth) > MAX_DEPTH {
         return Err(mlua::Error::runtime(format!(
             "{} is nested deeper than {MAX_DEPTH} levels, and the script read past that depth; \
@@ -141,7 +236,8 @@ pub(super) fn materialise(lua: &Lua, proxy: Table, id: u32) -> mlua::Result<Tabl
         lua,
         kit,
         refs,
-        object: node.object,
+        object: &*object,
+        slot,
         // In an eager round every subtree is converted with its parent.
         in_bulk: *eager,
     };
@@ -160,8 +256,9 @@ struct Builder<'a> {
     lua: &'a Lua,
     kit: &'a Kit,
     refs: &'a mut Vec<NodeRef>,
-    /// The object whose nodes are built.
-    object: u32,
+    /// The object whose nodes are built, and its slot.
+    object: &'a CompactObject,
+    slot: u64,
     /// Building a subtree whose every table converts now (one within [`BULK_BYTES`], or
     /// any in an eager round).
     in_bulk: bool,
@@ -226,9 +323,16 @@ impl Builder<'_> {
             self.attach(&proxy, content?)?;
             proxy
         } else {
-            let child = self.refs.len() as u32;
+            let local = self.refs.len() as u64;
+            if local >= 1 << LOCAL_BITS {
+                return Err(mlua::Error::runtime(format!(
+                    "{} has more than {} nested objects and arrays; read it in parts",
+                    self.object.label(),
+                    1u64 << LOCAL_BITS
+                )));
+            }
+            let child = ((self.slot << LOCAL_BITS) | local) as NodeId;
             self.refs.push(NodeRef {
-                object: self.object,
                 // Within the object's text, whose length fits in a u32.
                 start: start as u32,
                 end: (start + range.len()) as u32,
@@ -256,8 +360,8 @@ impl Builder<'_> {
 }
 
 /// An object's text did not parse (it was written from a JSON value, so it always does).
-fn bad_json(object: u32, e: serde_json::Error) -> mlua::Error {
-    mlua::Error::runtime(format!("object {object} is not valid JSON: {e}"))
+fn bad_json(object: &CompactObject, e: serde_json::Error) -> mlua::Error {
+    mlua::Error::runtime(format!("{} is not valid JSON: {e}", object.label()))
 }
 
 #[cfg(test)]

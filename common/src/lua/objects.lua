@@ -1,12 +1,13 @@
 -- Kubernetes objects as scripts see them: lazily converted, modifiable, copy on write.
 --
--- Every JSON object or array of a round is a proxy: an empty table whose metatable reads
+-- Every JSON object or array a state holds is a proxy: an empty table whose metatable reads
 -- through to the node's content. Until a script first touches it a proxy is pending: its
 -- metatable is the shared `pending` table and it holds its node id under a private key.
 -- The first touch converts the node (`materialise`, in Rust, which converts small
 -- subtrees in the same call) and gives the proxy a metatable of its own,
--- `{ __index = content, ... }`; the content is then shared by every check of the round, and
--- reading a field is a table lookup through `__index`, native in the VM.
+-- `{ __index = content, ... }`; the content is then shared by every check of the round and
+-- of every later round that takes in the same object version, and reading a field is a
+-- table lookup through `__index`, native in the VM.
 -- The first write to a proxy copies its content into the proxy itself ("detaches" it)
 -- and records it; after each evaluation `restore` empties the detached proxies and
 -- re-attaches them, so no change is visible to another check or to the next round.
@@ -138,7 +139,8 @@ local function eager(p)
   content_of(p)
 end
 
--- Root proxies, created when a check first lists the object.
+-- Root proxies, created when a check first lists the object, kept while the state holds
+-- the object (rounds that take in the same object version again reuse them).
 local roots = {}
 local function root(id)
   local p = roots[id]
@@ -149,6 +151,12 @@ local function root(id)
   return p
 end
 
+-- Drops the root proxies of `ids` (objects the state lets go of): what was converted of
+-- them is garbage once no evaluation holds it.
+local function forget(ids)
+  for i = 1, #ids do roots[ids[i]] = nil end
+end
+
 -- The array of the roots `ids`, in order (a check's `resources` or a `ctx` list).
 local function pick(ids)
   local out = {}
@@ -157,7 +165,7 @@ local function pick(ids)
 end
 
 return {
-  root = root, pick = pick, restore = restore, overrides = overrides, plain = plain,
+  root = root, pick = pick, forget = forget, restore = restore, overrides = overrides, plain = plain,
   eager = eager,
   -- For `materialise`: what it builds proxies and metatables from.
   kit = { pending = pending, id = ID, cow = cow, len = len, iterate = iterate },

@@ -1,6 +1,7 @@
-//! [`LuaRound`]: one Lua state per evaluation round; objects converted lazily, once per
-//! round, and shared; checks evaluated in fresh environments under a deadline and a memory
-//! allowance, each with its own copy-on-write view of the objects.
+//! [`LuaRound`]: a Lua state and the evaluation round it runs; objects converted lazily,
+//! once per object version, and shared by every check of the round and of later rounds
+//! on the same state ([`LuaRound::begin`]); checks evaluated in fresh environments under
+//! a deadline and a memory allowance, each with its own copy-on-write view of the objects.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -12,7 +13,7 @@ use mlua::state::{GcGenParams, GcMode};
 use mlua::{Function, Lua, Table, Value};
 
 use super::MAX_SCRIPT_BYTES;
-use super::convert::{MAX_DEPTH, Nodes};
+use super::convert::{MAX_DEPTH, NodeId, Nodes};
 use super::error::classify;
 use super::outcome::{describe, read_outcome};
 use super::sandbox::{DeadlineGuard, Machinery, new_state};
@@ -32,13 +33,19 @@ const CHUNK_NAME: &str = "=condition";
 /// script may modify the objects it sees; its changes are undone when it ends. `Send`, so
 /// rounds can run on a blocking thread; not `Sync`: the evaluations of one round run one
 /// at a time.
+///
+/// The state outlives its round: [`LuaRound::begin`] starts the next one on it, and an
+/// object taken in again as the same text (a clone of the same [`CompactObject`]: the
+/// same object version, as the agent's watch cache hands it out) keeps what any earlier
+/// round converted of it; [`LuaRound::release_untaken`] lets go of the versions the
+/// current round did not take in.
 pub struct LuaRound {
     lua: Lua,
     id: u64,
     limits: LuaLimits,
     conversion: Conversion,
-    /// Root node id of each object, by [`ObjectId::index`].
-    roots: Vec<u32>,
+    /// Root node id of each object of the current round, by [`ObjectId::index`].
+    roots: Vec<NodeId>,
     machinery: Machinery,
     guard: Arc<DeadlineGuard>,
     /// Not `Sync`: the deadline and the memory allowance belong to one evaluation at a time.
@@ -89,7 +96,9 @@ impl LuaRound {
         self.add_compact(CompactObject::from(object))
     }
 
-    /// Takes `object` into the round as it is, kept as its text until scripts read it.
+    /// Takes `object` into the round as it is, kept as its text until scripts read it. An
+    /// object the state already holds as this very text (a clone of it) is not taken in
+    /// again: it keeps what earlier evaluations converted of it.
     pub fn add_compact(&mut self, object: CompactObject) -> Result<ObjectId, LuaError> {
         let conversion = |object: &CompactObject, reason: &str| LuaError::Conversion {
             object: object.label(),
@@ -100,23 +109,29 @@ impl LuaRound {
         }
         let index = u32::try_from(self.roots.len())
             .map_err(|_| conversion(&object, "the round is full"))?;
-        // An object nested too deeply is taken in all the same: only a check that reaches
-        // past the limit fails (see `convert`), so eager conversion leaves it lazy.
-        let label = (matches!(self.conversion, Conversion::Eager) && object.depth() <= MAX_DEPTH)
-            .then(|| object.label());
         if u32::try_from(object.text().len()).is_err() {
             return Err(conversion(&object, "its JSON is longer than 4 GiB"));
         }
-        let node = self
+        let (node, held) = self
             .lua
             .app_data_mut::<Nodes>()
             .expect("the round's nodes are set at creation")
-            .add(object)
+            .take(object)
             .ok_or_else(|| LuaError::Conversion {
                 object: "an object".to_string(),
                 reason: "the round is full".to_string(),
             })?;
         self.roots.push(node);
+        // An object nested too deeply is taken in all the same: only a check that reaches
+        // past the limit fails (see `convert`), so eager conversion leaves it lazy. One the
+        // state held already was converted when it was first taken in.
+        let label = match self.conversion {
+            Conversion::Eager if !held => self.lua.app_data_ref::<Nodes>().and_then(|nodes| {
+                let object = nodes.object(node)?;
+                (object.depth() <= MAX_DEPTH).then(|| object.label())
+            }),
+            _ => None,
+        };
         if let Some(label) = label {
             // Objects live as long as the round: collecting while converting them is
             // wasted work. The collector restarts with the next evaluation.
@@ -141,6 +156,46 @@ impl LuaRound {
             round: self.id,
             index,
         })
+    }
+
+    /// Starts the next round on this state, under `limits`: the previous round's
+    /// [`ObjectId`]s are refused from now on, and no object is taken in yet. The objects
+    /// the state holds stay converted for this round to take in again; those it does not
+    /// are let go of by [`LuaRound::release_untaken`].
+    pub fn begin(&mut self, limits: LuaLimits) {
+        self.id = NEXT_ROUND.fetch_add(1, Ordering::Relaxed);
+        self.limits = limits;
+        self.roots.clear();
+        if let Some(mut nodes) = self.lua.app_data_mut::<Nodes>() {
+            nodes.untake_all();
+        }
+    }
+
+    /// Lets go of every object version the state holds that this round did not take in
+    /// (deleted or changed since, or no longer selected); returns how many. Call it once
+    /// the round's objects are all taken in.
+    pub fn release_untaken(&mut self) -> Result<usize, LuaError> {
+        let released = match self.lua.app_data_mut::<Nodes>() {
+            Some(mut nodes) => nodes.release_untaken(),
+            None => return Ok(0),
+        };
+        if !released.is_empty() {
+            let setup = |source| LuaError::Setup { source };
+            let ids = self.lua.create_sequence_from(released.iter().copied());
+            self.machinery
+                .forget
+                .call::<()>(ids.map_err(setup)?)
+                .map_err(setup)?;
+        }
+        Ok(released.len())
+    }
+
+    /// How many object versions the state holds (taken in by this round or kept from
+    /// earlier ones and not let go of yet).
+    pub fn held_objects(&self) -> usize {
+        self.lua
+            .app_data_ref::<Nodes>()
+            .map_or(0, |nodes| nodes.held())
     }
 
     /// How many objects this round holds (each converted exactly once).
@@ -315,6 +370,21 @@ impl LuaRound {
     /// collected); the objects' JSON is not counted.
     pub fn lua_memory(&self) -> usize {
         self.lua.used_memory()
+    }
+
+    /// Tables converted from JSON over the state's life (bulk-converted small members
+    /// count with their parent), for tests of what rounds reuse.
+    #[cfg(test)]
+    pub(super) fn converted_nodes(&self) -> u64 {
+        self.lua
+            .app_data_ref::<Nodes>()
+            .map_or(0, |nodes| nodes.converted())
+    }
+
+    /// A full garbage collection, for tests of memory release.
+    #[cfg(test)]
+    pub(super) fn collect_garbage(&self) {
+        self.lua.gc_collect().expect("a full collection");
     }
 
     /// Bytes the round's Lua state holds, for tests of memory release.

@@ -18,6 +18,8 @@ pub(super) struct Machinery {
     pub(super) pick: Function,
     /// `root(node_id)`: the root proxy of a node.
     pub(super) root: Function,
+    /// `forget(node_ids)`: drops the root proxies of these nodes (objects let go of).
+    pub(super) forget: Function,
     /// `restore()`: undoes the writes of the evaluation that just ended.
     pub(super) restore: Function,
     /// `eager(proxy)`: converts a whole object now (in an eager round, where touching the
@@ -119,7 +121,7 @@ pub(super) fn new_state(
                 // Converting is the round's work: its time does not count against the
                 // script's deadline, nor its memory against the script's allowance.
                 let guard = guard.clone();
-                lua.create_function(move |lua, (proxy, id): (Table, u32)| {
+                lua.create_function(move |lua, (proxy, id): (Table, convert::NodeId)| {
                     let started = Instant::now();
                     let converted = granted(lua, || convert::materialise(lua, proxy, id));
                     guard.extend(started.elapsed());
@@ -159,6 +161,7 @@ pub(super) fn new_state(
         new_env,
         pick: objects.raw_get("pick")?,
         root: objects.raw_get("root")?,
+        forget: objects.raw_get("forget")?,
         restore: objects.raw_get("restore")?,
         eager: objects.raw_get("eager")?,
     };

@@ -66,6 +66,14 @@ fn start(shared: &Arc<Shared>, reader: &Reader, config: &Arc<AgentConfig>, due: 
     }
 }
 
+/// The kind of round whose Lua state the shared rounds keep ([`lua_check::KeptStates`]).
+pub(super) const SHARED_ROUND: &str = "shared";
+
+/// The kind of round whose Lua state check `name`'s rounds of its own keep.
+pub(super) fn alone_round(name: &str) -> String {
+    format!("alone/{name}")
+}
+
 /// Whether a run in a shared round that hit the round's deadline (`slice`) is run again
 /// alone: when the check's own deadline is longer.
 fn needs_own_round(run: &CheckRun, own_deadline: Duration, slice: Duration) -> bool {
@@ -98,7 +106,12 @@ async fn lua_together(
             }
         }
     };
-    let (runs, memory) = lua_check::run_each(&reader, batch, limits, each).await;
+    let state = shared.lua_states.take(SHARED_ROUND);
+    let ran = lua_check::run_each(&reader, batch, limits, state, each).await;
+    if let Some(state) = ran.state {
+        shared.lua_states.put(SHARED_ROUND, state);
+    }
+    let (runs, memory) = (ran.runs, ran.lua_memory);
     let names = dues.iter().map(|d| d.check.name.as_str());
     let took = names.zip(runs.iter().map(|r| r.took));
     shared
@@ -129,7 +142,13 @@ async fn lua_alone(
     let limits = shared.options.lua_limits;
     let started = Instant::now();
     let batch = Batch::plan(vec![lua], &config.cluster_metadata);
-    let (runs, memory) = lua_check::run_each(&reader, batch, limits, |_, _| {}).await;
+    let kind = alone_round(&due.check.name);
+    let state = shared.lua_states.take(&kind);
+    let ran = lua_check::run_each(&reader, batch, limits, state, |_, _| {}).await;
+    if let Some(state) = ran.state {
+        shared.lua_states.put(&kind, state);
+    }
+    let (runs, memory) = (ran.runs, ran.lua_memory);
     let took = started.elapsed();
     if let Some(run) = runs.first() {
         shared.finish(&due, run, run.deadline_exceeded || took >= limits.deadline);

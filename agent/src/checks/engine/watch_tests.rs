@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use fleetpulse_common::api::{ClusterCheck, ResourceSelector};
-use fleetpulse_common::checks::lua_batch::{LuaCheck, Script};
+use fleetpulse_common::api::{ClusterCheck, ReadyNodesCheck, ReadyPodsCheck, ResourceSelector};
+use fleetpulse_common::checks::lua_batch::{Batch, LuaCheck, Script};
 use fleetpulse_common::lua::LuaLimits;
 use fleetpulse_kubesim::{KubeSim, eventually};
 
 use super::tests::results_when;
 use super::*;
-use crate::checks::lua_check::run_batch;
+use crate::checks::lua_check::{run_batch, run_each};
 use crate::checks::resources::KubeReader;
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -208,13 +208,81 @@ async fn a_check_that_changes_cached_objects_changes_them_for_no_other_check_or_
            end"#,
     );
     let cluster = ObjectMeta::default();
-    reader.watch_for(vec![change.clone(), report.clone()], &cluster);
+    reader.watch_for(vec![change.clone(), report.clone()], &[], &cluster);
     let limits = LuaLimits::default();
-    let round = vec![change.clone(), report.clone()];
-    let first = run_batch(&reader, &cluster, round, limits).await;
-    assert_eq!(first[0].message, "changed", "{first:?}");
-    assert_eq!(first[1].message, "1 p0 web nginx", "same round: {first:?}");
-    let next = run_batch(&reader, &cluster, vec![report.clone(), change], limits).await;
-    assert_eq!(next[0].message, "1 p0 web nginx", "next round: {next:?}");
+    // Rounds on one kept state, as the engine runs them: the Pod is the same text in every
+    // round, so the tables the first round converted are the ones the next rounds read.
+    let round = |checks: Vec<Arc<LuaCheck>>, state| {
+        let (reader, cluster) = (&reader, &cluster);
+        async move {
+            let batch = Batch::plan(checks, cluster);
+            let ran = run_each(reader, batch, limits, state, |_, _| {}).await;
+            let messages: Vec<String> = ran.runs.into_iter().map(|r| r.outcome.message).collect();
+            (messages, ran.state)
+        }
+    };
+    let (first, state) = round(vec![change.clone(), report.clone()], None).await;
+    assert_eq!(first, ["changed", "1 p0 web nginx"], "same round");
+    let (next, state) = round(vec![report.clone(), change.clone()], state).await;
+    assert_eq!(
+        next,
+        ["1 p0 web nginx", "changed"],
+        "next round, on the kept state"
+    );
+    assert_eq!(state.as_ref().map(|s| s.held_objects()), Some(1));
+    let (again, _) = round(vec![report.clone()], state).await;
+    assert_eq!(again, ["1 p0 web nginx"], "the round after");
+    // A fresh state reads the cache the same.
+    let fresh = run_batch(&reader, &cluster, vec![report], limits).await;
+    assert_eq!(fresh[0].message, "1 p0 web nginx");
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_nodes_and_ready_pods_read_the_watch_fed_caches_not_a_list_every_run() {
+    let sim = KubeSim::new();
+    create_pod(&sim, "p0").await;
+    let stop = CancellationToken::new();
+    let engine = engine(&sim, &stop);
+    let mark = sim.requests().len();
+    let nodes = ClusterCheck {
+        name: "nodes".into(),
+        ready_nodes: Some(ReadyNodesCheck {
+            min_count: Some(3),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pods = ClusterCheck {
+        name: "pods".into(),
+        ready_pods: Some(ReadyPodsCheck {
+            namespace: "default".into(),
+            min_count: Some(0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    engine.apply_config(&config(1, vec![nodes, pods]));
+    results_when(&engine, "both built-ins to pass", |r| {
+        shows(r, "nodes", "3 of 3 nodes Ready (need at least 3)")
+            && shows(
+                r,
+                "pods",
+                "0 of 1 pods in namespace default Ready (need at least 0)",
+            )
+    })
+    .await;
+    let lists = requests(&sim, "list", "nodes", mark) + requests(&sim, "list", "pods", mark);
+    assert_eq!(lists, 2, "each kind listed once, when its watch starts");
+    // A node going NotReady reaches the check through the watch, and no run lists again.
+    assert!(sim.set_node_ready("node-2", false));
+    results_when(&engine, "the nodes check to fail", |r| {
+        r.iter()
+            .any(|c| c.name == "nodes" && !c.passing && c.message.starts_with("2 of 3 nodes Ready"))
+    })
+    .await;
+    let later = requests(&sim, "list", "nodes", mark) + requests(&sim, "list", "pods", mark);
+    assert_eq!(later, lists, "runs read the caches");
+    assert_eq!(requests(&sim, "watch", "nodes", mark), 1);
     stop.cancel();
 }

@@ -1,7 +1,7 @@
 //! [`CachedReader`]: what the check engine reads through when it has a Kubernetes API. Lua
-//! rounds read the objects their checks select from the [`WatchCache`] (watched, not
-//! listed each round); everything else (built-ins, Secrets, `/readyz`) goes to the API
-//! server through the [`KubeReader`], as does a query no cache holds.
+//! rounds and the ready-nodes and ready-pods built-ins read their objects from the
+//! [`WatchCache`] (watched, not listed each round); everything else (Secrets, `/readyz`)
+//! goes to the API server through the [`KubeReader`], as does a query no cache holds.
 
 use std::sync::Arc;
 
@@ -44,10 +44,11 @@ impl CachedReader {
     }
 
     /// Watches exactly what `checks` select on the cluster with metadata `cluster` (their
-    /// selectors resolved as a round resolves them), and stops every other watch.
-    pub fn watch_for(&self, checks: Vec<Arc<LuaCheck>>, cluster: &ObjectMeta) {
+    /// selectors resolved as a round resolves them) and what `built_ins` read, and stops
+    /// every other watch.
+    pub fn watch_for(&self, checks: Vec<Arc<LuaCheck>>, built_ins: &[Query], cluster: &ObjectMeta) {
         let batch = Batch::plan(checks, cluster);
-        let keys = (batch.queries().iter())
+        let keys = (batch.queries().iter().chain(built_ins))
             .filter(|q| !q.from_hub)
             .map(CacheKey::of);
         self.cache.retain(keys);

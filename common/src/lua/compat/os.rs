@@ -16,10 +16,11 @@
 //!   `strftime` ([`strftime`]). A `time` given is whole seconds (a float is truncated); an
 //!   explicit `nil` is an error, as in gopher-lua.
 //! - `os.difftime(t2, t1)`: `t2 - t1`, both truncated to whole seconds, both required.
-//! - `os.clock()`: seconds (a float) of wall time since the round's Lua state was made
-//!   (gopher-lua: since its process started); it only grows.
+//! - `os.clock()`: seconds (a float) of wall time since the Lua state was made (the agent
+//!   keeps its states from round to round; gopher-lua: since its process started); it only
+//!   grows.
 //!
-//! The local zone is the agent's (`TZ`, else `/etc/localtime`, read once per round; UTC
+//! The local zone is the agent's (`TZ`, else `/etc/localtime`, read once per Lua state; UTC
 //! when neither names one), as Go's `time.Local` is; in a container it is usually UTC.
 
 mod calendar;

@@ -109,7 +109,11 @@ impl LuaRound {
     fn label(&self, id: ObjectId) -> String {
         self.lua
             .app_data_ref::<super::Nodes>()
-            .and_then(|nodes| nodes.object(id.index).map(|o| o.label()))
+            .and_then(|nodes| {
+                nodes
+                    .object(self.roots[id.index as usize])
+                    .map(|o| o.label())
+            })
             .unwrap_or_else(|| "object".to_string())
     }
 }

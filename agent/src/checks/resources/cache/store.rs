@@ -9,7 +9,8 @@
 //! watch), and one with another uid under the same name replaces the object (it was
 //! deleted and made again). A relist (the watch's history expired: 410 Gone) is gathered
 //! aside and replaces the objects whole when it is complete, so reads never see half of
-//! one; until then they see the objects as they were.
+//! one; until then they see the objects as they were, and an object the relist finds
+//! unchanged (same uid and resourceVersion) keeps the text held before.
 
 use std::collections::BTreeMap;
 
@@ -79,7 +80,17 @@ impl KindStore {
             Change::Relist => self.relisting = Some(BTreeMap::new()),
             Change::Listed(object) => insert(self.relisting.get_or_insert_default(), object),
             Change::RelistDone => {
-                self.objects = self.relisting.take().unwrap_or_default();
+                let mut listed = self.relisting.take().unwrap_or_default();
+                // An object the relist found unchanged keeps the text held: a Lua state
+                // that converted it knows it by that text.
+                for (key, object) in &mut listed {
+                    if let Some(held) = self.objects.get(key).filter(|held| {
+                        held.uid == object.uid && held.resource_version == object.resource_version
+                    }) {
+                        object.object = held.object.clone();
+                    }
+                }
+                self.objects = listed;
                 self.synced = true;
                 self.not_served = false;
                 self.last_error = None;
@@ -132,8 +143,9 @@ impl KindStore {
         self.objects.is_empty()
     }
 
-    /// Copies of the objects `query` selects among those held (name, namespace, labels,
-    /// `labelFilters`, not being deleted). A round may change its copies freely.
+    /// The objects `query` selects among those held (name, namespace, labels,
+    /// `labelFilters`, not being deleted), sharing the held text: an object that has not
+    /// changed is handed out as the same text every time.
     pub fn select(&self, query: &Query) -> Vec<CompactObject> {
         self.objects
             .values()

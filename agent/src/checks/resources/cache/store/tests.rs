@@ -134,3 +134,35 @@ fn a_kind_not_served_reads_as_synced_and_empty_and_keeps_the_last_error_out() {
     assert!(store.select(&all_pods()).is_empty());
     assert_eq!(store.last_error(), None);
 }
+
+#[test]
+fn an_unchanged_object_is_handed_out_as_the_same_text_across_reads_replays_and_relists() {
+    let mut store = listed(vec![pod("a", "u1", "1", "web"), pod("b", "u2", "2", "web")]);
+    let first = store.select(&all_pods());
+    let again = store.select(&all_pods());
+    assert!(first[0].same_text(&again[0]) && first[1].same_text(&again[1]));
+
+    store.apply(Change::Applied(pod("a", "u1", "1", "web")));
+    store.apply(Change::Applied(pod("b", "u2", "3", "web")));
+    let after_events = store.select(&all_pods());
+    assert!(
+        first[0].same_text(&after_events[0]),
+        "a replayed event changes nothing"
+    );
+    assert!(
+        !first[1].same_text(&after_events[1]),
+        "a new version is new text"
+    );
+
+    store.apply(Change::Relist);
+    store.apply(Change::Listed(pod("a", "u1", "1", "web")));
+    store.apply(Change::Listed(pod("b", "u2", "4", "web")));
+    store.apply(Change::RelistDone);
+    let relisted = store.select(&all_pods());
+    assert!(
+        relisted[0].same_text(&first[0]),
+        "unchanged across the relist"
+    );
+    assert!(!relisted[1].same_text(&after_events[1]));
+    assert!(relisted[1].text().contains(r#""resourceVersion":"4""#));
+}
