@@ -10,6 +10,7 @@ mod manifests;
 mod options;
 mod readiness;
 mod services;
+pub mod shard_gate;
 pub mod standby;
 pub mod tls;
 

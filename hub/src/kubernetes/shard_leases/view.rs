@@ -130,3 +130,23 @@ impl Shards {
         }
     }
 }
+
+#[cfg(any(test, feature = "testing"))]
+impl Shards {
+    /// A fixed view for tests: this replica owns `owned` (as if just renewed) and `others`
+    /// are held by other replicas.
+    pub fn fixed(settings: &ShardSettings, owned: &[u32], others: &[(u32, Owner)]) -> Self {
+        let shards = Shards::new(settings);
+        for &k in owned {
+            shards.renewed(k, Instant::now(), settings.url.clone());
+        }
+        let mut slots = shards.0.slots.write();
+        for (k, owner) in others {
+            if let Some(slot) = slots.get_mut(*k as usize) {
+                slot.holder = Some(owner.clone());
+            }
+        }
+        drop(slots);
+        shards
+    }
+}
