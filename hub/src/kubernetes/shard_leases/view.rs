@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::lease::Observed;
+use crate::fleet::Ownership;
 use crate::ids::{ClusterId, shard_of};
 use crate::shards::ShardSettings;
 
@@ -28,6 +29,8 @@ struct Slot {
     renewed: Option<Instant>,
     /// The holder as last listed.
     holder: Option<Owner>,
+    /// How many times this replica took the shard.
+    term: u64,
 }
 
 struct Inner {
@@ -70,6 +73,17 @@ impl Shards {
         renewed.is_some_and(|at| at.elapsed() < self.0.deadline)
     }
 
+    /// The term of this replica's ownership of shard `k` (how many times it took it), or
+    /// `None` when it does not own it now.
+    pub fn term(&self, k: u32) -> Option<u64> {
+        let slots = self.0.slots.read();
+        let slot = slots.get(k as usize)?;
+        let owned = slot
+            .renewed
+            .is_some_and(|at| at.elapsed() < self.0.deadline);
+        owned.then_some(slot.term)
+    }
+
     /// Whether this replica may act on `cluster` now.
     pub fn owns_cluster(&self, cluster: &ClusterId) -> bool {
         self.owns(self.shard_of(cluster))
@@ -104,6 +118,9 @@ impl Shards {
         let was = slot
             .renewed
             .is_some_and(|at| at.elapsed() < self.0.deadline);
+        if !was {
+            slot.term += 1;
+        }
         slot.renewed = Some(sent);
         slot.holder = Some(Owner {
             identity: self.0.identity.clone(),
@@ -128,6 +145,13 @@ impl Shards {
             slot.holder =
                 (observed.holder(k as u32)).map(|(identity, url)| Owner { identity, url });
         }
+    }
+}
+
+/// The detector judges only the clusters of the shards this replica owns.
+impl Ownership for Shards {
+    fn term(&self, cluster: &ClusterId) -> Option<u64> {
+        Shards::term(self, self.shard_of(cluster))
     }
 }
 
