@@ -88,6 +88,23 @@ async fn replicas_balance_shard_leases_move_a_lost_replicas_shards_and_share_wit
         "shard-leases: balanced three replicas in {:.1}s",
         took.as_secs_f64()
     );
+    // The steady state's cost on the API server: every shard renewed each round.
+    let steady = owned(&replicas).0;
+    let (writes, window) = (sim.write_count("leases", "update"), Instant::now());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let rate =
+        (sim.write_count("leases", "update") - writes) as f64 / window.elapsed().as_secs_f64();
+    println!(
+        "shard-leases: steady state {rate:.1} Lease writes/s for {SHARDS} shards at a {}s lease ({:.2} per shard per second)",
+        LEASE.as_secs(),
+        rate / f64::from(SHARDS)
+    );
+    let per_round = f64::from(SHARDS) / settings("hub-a").renew_every().as_secs_f64();
+    assert!(
+        rate <= per_round * 1.2,
+        "one renewal per shard per round, no churn: {rate:.1}/s"
+    );
+    assert_eq!(owned(&replicas).0, steady, "nothing moved at balance");
     let owner = replicas["hub-a"]
         .shards
         .owner(replicas["hub-b"].shards.owned()[0]);
