@@ -49,7 +49,7 @@ pub async fn gate(State(shards): State<Shards>, request: Request, next: Next) ->
             let Some(url) = owner.url else {
                 let why = format!(
                     "MemberCluster {cluster} is in shard {shard} of {count}, owned by hub replica {}, which \
-                     published no URL: run every replica with --advertise-url",
+                     published no URL on its shard Lease: give every replica the URL agents reach it at",
                     owner.identity
                 );
                 return Refusal::new(RejectCode::Unavailable, why).into_response();
