@@ -87,3 +87,69 @@ fn a_shard_not_owned_is_not_judged_and_a_shard_taken_gets_a_fresh_grace_period()
         "a cluster silent for a whole grace period under its new owner is judged"
     );
 }
+
+#[test]
+fn a_shard_taken_over_refuses_replays_of_what_its_last_owner_accepted() {
+    use std::collections::HashMap;
+
+    use fleetpulse_common::protocol::replay::Position;
+
+    let id = ClusterId::new("fleet", "edge-1");
+    let fleet = testing::fleet_in_memory(Settings::default());
+    let (now, wall) = (Instant::now(), Timestamp::now());
+    let objects = Objects {
+        member_clusters: shared(vec![testing::cluster("fleet/edge-1").build()]),
+        ..Default::default()
+    };
+    assert!(fleet.reload(objects, now, wall).is_empty());
+    let send = |seq: u64| {
+        let entry = fleet.registry().cluster(&id).cloned().unwrap();
+        let report = testing::report(&id)
+            .incarnation(1_000)
+            .seq(seq)
+            .at(wall)
+            .build();
+        fleet
+            .accept(&testing::admitted(entry, report), now, wall)
+            .map(|a| a.accepted_seq)
+    };
+    assert_eq!(
+        send(5).unwrap(),
+        5,
+        "this replica accepted up to 5 when it last owned it"
+    );
+    // `testing::admitted` signs with key id `kid`.
+    let kid = "kid".to_string();
+
+    // Meanwhile the other replica accepted up to 9; this one takes the shard over.
+    let theirs = HashMap::from([(
+        id.clone(),
+        HashMap::from([(
+            kid.clone(),
+            Position {
+                incarnation: 1_000,
+                seq: 9,
+            },
+        )]),
+    )]);
+    fleet.take_over(theirs, HashMap::from([(id.clone(), wall)]), now, wall);
+    assert!(
+        send(7).is_err(),
+        "a replay of a report the last owner accepted is refused"
+    );
+    assert_eq!(send(10).unwrap(), 10);
+
+    // What is behind this replica's own knowledge does not lower it.
+    let behind = HashMap::from([(
+        id.clone(),
+        HashMap::from([(
+            kid,
+            Position {
+                incarnation: 1_000,
+                seq: 3,
+            },
+        )]),
+    )]);
+    fleet.take_over(behind, HashMap::new(), now, wall);
+    assert!(send(10).is_err(), "still at 10");
+}

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
 use fleetpulse_common::api::condition::Status;
+use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterState, Fleet};
@@ -47,6 +48,42 @@ impl Fleet {
                 state.carry_over(heard, now, wall);
             }
             states.insert(id, Arc::new(Mutex::new(state)));
+        }
+    }
+
+    /// Takes over what another hub replica last flushed of clusters whose shard this one
+    /// has just taken: each key's accepted position where it is ahead of what this
+    /// replica knew (a replay of a report the other replica accepted is then refused), and
+    /// the time each was last heard from. The merged positions are flushed by this replica
+    /// from now on.
+    pub fn take_over(
+        &self,
+        positions: std::collections::HashMap<
+            ClusterId,
+            std::collections::HashMap<String, Position>,
+        >,
+        heard: std::collections::HashMap<ClusterId, Timestamp>,
+        now: Instant,
+        wall: Timestamp,
+    ) {
+        let states = self.states.lock();
+        for (id, theirs) in positions {
+            let Some(state) = states.get(&id) else {
+                continue;
+            };
+            let mut state = state.lock();
+            for (kid, position) in theirs {
+                let ours = state.core.positions.entry(kid).or_insert(position);
+                if position > *ours {
+                    *ours = position;
+                }
+            }
+            state.positions_dirty = true;
+        }
+        for (id, heard) in heard {
+            if let Some(state) = states.get(&id) {
+                state.lock().carry_over(heard, now, wall);
+            }
         }
     }
 
