@@ -291,3 +291,42 @@ async fn a_replica_writes_only_its_own_shards_state_and_the_next_owner_reads_it(
         "a shard never flushed reads empty"
     );
 }
+
+/// A shard taken is acted on only after the take-over hook (reading the last owner's
+/// state of it) has run, once per take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_shard_is_acted_on_only_after_its_state_is_taken_over() {
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use fleetpulse_hub::kubernetes::shard_leases::OnTake;
+
+    let sim = KubeSim::new();
+    let view: Arc<OnceLock<Shards>> = Arc::new(OnceLock::new());
+    let calls: Arc<Mutex<Vec<(u32, bool)>>> = Arc::default();
+    let hook: OnTake = {
+        let (view, calls) = (view.clone(), calls.clone());
+        Arc::new(move |k| {
+            let owned_then = view.get().is_some_and(|s| s.owns(k));
+            calls.lock().unwrap().push((k, owned_then));
+            Box::pin(async {})
+        })
+    };
+    let stop = CancellationToken::new();
+    let (shards, task) =
+        shard_leases::start_with(sim.client(), settings("hub-a"), Some(hook), stop.clone());
+    let _ = view.set(shards.clone());
+    eventually(Duration::from_secs(30), || async {
+        (shards.owned().len() == SHARDS as usize).then_some(())
+    })
+    .await
+    .expect("a lone replica takes every shard");
+    let mut calls = calls.lock().unwrap().clone();
+    calls.sort_unstable();
+    assert_eq!(
+        calls,
+        (0..SHARDS).map(|k| (k, false)).collect::<Vec<_>>(),
+        "one take-over per shard, each before this replica acted on it"
+    );
+    stop.cancel();
+    task.await.unwrap();
+}

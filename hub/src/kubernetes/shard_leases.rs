@@ -14,14 +14,19 @@
 //!
 //! A shard is given up in this order: this replica stops acting on it, then writes the
 //! release (and the shard's new holder may take it at once). On a graceful stop every
-//! held shard is released.
+//! held shard is released. A shard is taken in the reverse order: the Lease is written,
+//! then the take-over hook runs (reading what the last owner flushed of the shard, see
+//! [`OnTake`]), and only then does this replica act on it.
 
 mod lease;
 mod view;
 
 pub use view::{Owner, Shards};
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, PostParams};
@@ -31,6 +36,11 @@ use tokio_util::sync::CancellationToken;
 use crate::shards::{LEASE_LABEL, ShardSettings, balance, lease_name};
 use lease::{Observed, Write};
 
+/// What runs when this replica has taken shard `k`'s Lease, before it acts on the shard:
+/// taking over the state the last owner flushed. It has half the renew deadline; if it
+/// takes longer this replica acts on the shard without it (and says so in the log).
+pub type OnTake = Arc<dyn Fn(u32) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// Starts the loop; the returned [`Shards`] says which shards this replica owns. The task
 /// ends (releasing every shard it holds) when `shutdown` is cancelled.
 pub fn start(
@@ -38,8 +48,18 @@ pub fn start(
     settings: ShardSettings,
     shutdown: CancellationToken,
 ) -> (Shards, JoinHandle<()>) {
+    start_with(client, settings, None, shutdown)
+}
+
+/// [`start`], running `on_take` for every shard taken before acting on it.
+pub fn start_with(
+    client: kube::Client,
+    settings: ShardSettings,
+    on_take: Option<OnTake>,
+    shutdown: CancellationToken,
+) -> (Shards, JoinHandle<()>) {
     let shards = Shards::new(&settings);
-    let task = tokio::spawn(run(client, settings, shards.clone(), shutdown));
+    let task = tokio::spawn(run(client, settings, shards.clone(), on_take, shutdown));
     (shards, task)
 }
 
@@ -47,6 +67,7 @@ async fn run(
     client: kube::Client,
     settings: ShardSettings,
     shards: Shards,
+    on_take: Option<OnTake>,
     shutdown: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
@@ -54,7 +75,7 @@ async fn run(
     tracing::info!(shards = settings.shards, identity = %settings.identity,
         lease_seconds = settings.duration.as_secs(), "sharing the fleet through shard Leases");
     loop {
-        round(&api, &settings, &shards, &mut observed).await;
+        round(&api, &settings, &shards, &mut observed, on_take.as_ref()).await;
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(settings.renew_every()) => {}
@@ -69,6 +90,7 @@ async fn round(
     settings: &ShardSettings,
     shards: &Shards,
     observed: &mut Observed,
+    on_take: Option<&OnTake>,
 ) {
     let deadline = settings.renew_deadline();
     let list = ListParams::default().labels(&format!("{LEASE_LABEL}=true"));
@@ -111,6 +133,15 @@ async fn round(
                 if matches!(write, Write::Renew | Write::Take) {
                     if write == Write::Take {
                         tracing::info!(shard = k, lease = %name, "this replica took the shard");
+                        if let Some(hook) = on_take {
+                            let took = tokio::time::timeout(deadline / 2, hook(k)).await;
+                            if took.is_err() {
+                                tracing::warn!(
+                                    shard = k,
+                                    "taking over the shard's state did not finish in time; acting on it with what this replica knows"
+                                );
+                            }
+                        }
                     }
                     shards.renewed(k, sent, settings.url.clone());
                 } else if write == Write::Release {
