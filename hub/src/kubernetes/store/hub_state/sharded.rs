@@ -53,7 +53,8 @@ pub struct Sharded {
 }
 
 impl Sharded {
-    pub(super) fn owns(&self, k: u32) -> bool {
+    /// Whether this replica owns shard `k` now.
+    pub fn owns(&self, k: u32) -> bool {
         (self.owns)(k)
     }
 }
