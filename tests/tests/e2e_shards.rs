@@ -341,12 +341,12 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-    use fleetpulse_common::api::MemberCluster;
     use fleetpulse_common::api::condition::{REACHABLE, Status};
+    use fleetpulse_common::api::{ClusterSet, MemberCluster};
     use fleetpulse_common::protocol::report::ClusterId;
     use fleetpulse_hub::server::Hub;
     use fleetpulse_tests::fleet::{SimCluster, condition_of};
-    use fleetpulse_tests::hand_agent::{HandAgent, answer};
+    use fleetpulse_tests::hand_agent::HandAgent;
     use fleetpulse_tests::management::{hub_options, management_cluster};
     use fleetpulse_tests::service::{Backend, ReadyProxy, Routing};
     use k8s_openapi::api::coordination::v1::Lease;
@@ -426,8 +426,14 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
             while !stop.load(Ordering::Relaxed) {
                 let sent = agent.next_heartbeat(false).send().await;
                 let ok = match sent {
-                    Ok(response) => answer(response).await.0 == 200,
-                    Err(_) => false,
+                    Ok(response) if response.status() == 200 => {
+                        let body: serde_json::Value = response.json().await.unwrap_or_default();
+                        agent.apply_generation(
+                            body["configGeneration"].as_u64().unwrap_or_default(),
+                        );
+                        true
+                    }
+                    Ok(_) | Err(_) => false,
                 };
                 let (counter, wait) = if ok {
                     (&accepted, 1000)
@@ -456,14 +462,45 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     .await
     .expect("every cluster is judged Reachable by its shard's owner");
 
-    // Watch for false verdicts while replica c leaves and a replica d joins.
+    // The set (every cluster eligible, one selected) settles on one cluster.
+    let sets: Api<ClusterSet> = Api::all(client.clone());
+    let selected = || async {
+        let set = sets.get("primary").await.unwrap();
+        let refs = set
+            .status
+            .map(|s| s.selected_cluster_refs)
+            .unwrap_or_default();
+        refs.into_iter().map(|r| r.name).collect::<Vec<String>>()
+    };
+    let chosen = eventually(Duration::from_secs(30), || async {
+        let now = selected().await;
+        (!now.is_empty()).then_some(now)
+    })
+    .await;
+    let Some(chosen) = chosen else {
+        let set = sets.get("primary").await.unwrap();
+        panic!("the set selects no cluster: {:?}", set.status);
+    };
+
+    // Watch for false verdicts and set changes while replica c leaves and d joins.
     let watching = Arc::new(AtomicBool::new(true));
     let false_verdicts = Arc::new(AtomicU64::new(0));
+    let set_changes = Arc::new(AtomicU64::new(0));
     let watcher = {
         let (watching, false_verdicts, clusters) =
             (watching.clone(), false_verdicts.clone(), clusters.clone());
+        let (set_changes, sets, chosen) = (set_changes.clone(), sets.clone(), chosen.clone());
         tokio::spawn(async move {
             while watching.load(Ordering::Relaxed) {
+                let set = sets.get("primary").await.unwrap();
+                let now: Vec<String> = (set.status.map(|s| s.selected_cluster_refs))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| r.name)
+                    .collect();
+                if now != chosen {
+                    set_changes.fetch_add(1, Ordering::Relaxed);
+                }
                 let list = clusters.list(&ListParams::default()).await.unwrap().items;
                 let down = (NAMES.iter())
                     .filter(|n| {
@@ -497,8 +534,9 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     watching.store(false, Ordering::Relaxed);
     watcher.await.unwrap();
     let false_verdicts = false_verdicts.load(Ordering::Relaxed);
+    let set_changes = set_changes.load(Ordering::Relaxed);
     println!(
-        "shards in-process: replicas=3 shards={SHARDS} clusters={} moved_in_s={:.1} false_verdicts={false_verdicts} accepted={} retried={}",
+        "shards in-process: replicas=3 shards={SHARDS} clusters={} moved_in_s={:.1} false_verdicts={false_verdicts} set_changes={set_changes} accepted={} retried={}",
         NAMES.len(),
         moved_in.as_secs_f64(),
         accepted.load(Ordering::Relaxed),
@@ -507,6 +545,10 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     assert_eq!(
         false_verdicts, 0,
         "no cluster judged unreachable while shards moved"
+    );
+    assert_eq!(
+        set_changes, 0,
+        "the set's selection did not move with the shards: {chosen:?}"
     );
     stop.store(true, Ordering::Relaxed);
     for hub in hubs {

@@ -49,8 +49,21 @@ impl SetsState {
     }
 }
 
-fn view(entry: &ClusterEntry) -> ClusterView {
+/// What the sets see of a cluster: its health as this replica judges it, or, for a
+/// cluster of a shard another replica owns (replicas sharing the fleet), its conditions as
+/// that replica last wrote them on the MemberCluster (watched by every replica).
+fn view(
+    entry: &ClusterEntry,
+    ownership: Option<&dyn super::Ownership>,
+    wall: Timestamp,
+) -> ClusterView {
     let labels = entry.object.metadata.labels.clone().unwrap_or_default();
+    if ownership.is_some_and(|o| o.term(&entry.id).is_none()) {
+        let conditions =
+            (entry.object.status.as_ref()).map_or_else(Vec::new, |s| s.conditions.clone());
+        let health = crate::core::health::Health::restore(conditions, None, wall);
+        return crate::core::sets::view(entry.id.clone(), labels, &health);
+    }
     crate::core::sets::view(entry.id.clone(), labels, &entry.state.lock().core.health)
 }
 
@@ -64,7 +77,11 @@ impl Fleet {
         let views: Vec<ClusterView> = if no_sets {
             Vec::new()
         } else {
-            registry.clusters().map(|e| view(e)).collect()
+            let ownership = self.ownership.get().map(|o| o.as_ref());
+            registry
+                .clusters()
+                .map(|e| view(e, ownership, wall))
+                .collect()
         };
         let mut sets = self.sets.lock();
         let held = self.rollout_holds(&mut sets, &registry, wall);
