@@ -68,6 +68,23 @@ fn view(
 }
 
 impl Fleet {
+    /// Replicas sharing the fleet: takes the set statuses as the replica that evaluated the
+    /// sets last wrote them (on the watched ClusterSets and Sets) as this replica's own,
+    /// before it evaluates and writes the sets itself, so taking the evaluation over moves
+    /// no selection (selection is sticky from what was written, not from what this replica
+    /// decided while it did not write).
+    pub fn adopt_written_set_statuses(&self) {
+        let registry = self.registry();
+        let written: Vec<_> = (registry.cluster_sets())
+            .filter_map(|cs| Some((SetKey::of_cluster_set(cs), cs.status.clone()?)))
+            .chain((registry.sets()).filter_map(|s| Some((SetKey::of_set(s), s.status.clone()?))))
+            .collect();
+        let mut sets = self.sets.lock();
+        for (key, status) in written {
+            sets.decisions.sets.statuses.insert(key, status);
+        }
+    }
+
     /// Re-evaluates every set at `wall` and persists what changed.
     pub fn evaluate_sets(&self, wall: Timestamp) {
         let registry = self.registry();

@@ -48,9 +48,6 @@ pub struct KubeStore {
     /// status of its own shards' clusters only, and set statuses only while it owns
     /// shard 0 (the replica that evaluates the sets).
     sharded: Option<hub_state::Sharded>,
-    /// The latest set status of each set this replica decided while another replica
-    /// evaluated the sets: written when this one takes shard 0 over.
-    pending_sets: std::collections::BTreeMap<SetKey, Write>,
 }
 
 impl KubeStore {
@@ -64,7 +61,6 @@ impl KubeStore {
             state: None,
             seen: None,
             sharded: None,
-            pending_sets: Default::default(),
             client,
             runtime,
         }
@@ -91,10 +87,8 @@ impl KubeStore {
         self
     }
 
-    /// Whether this replica writes `write` (always, unless replicas share the fleet). A
-    /// set status not written is kept, the latest per set, for when this replica evaluates
-    /// the sets.
-    fn writes(&mut self, write: &Write) -> bool {
+    /// Whether this replica writes `write` (always, unless replicas share the fleet).
+    fn writes(&self, write: &Write) -> bool {
         let Some(sharded) = &self.sharded else {
             return true;
         };
@@ -102,22 +96,8 @@ impl KubeStore {
             Write::Cluster { cluster, .. } => {
                 sharded.owns(crate::ids::shard_of(cluster, sharded.shards))
             }
-            Write::Set { key, .. } if !sharded.owns(0) => {
-                self.pending_sets.insert(key.clone(), write.clone());
-                false
-            }
-            Write::Set { .. } | Write::Positions { .. } => true,
-        }
-    }
-
-    /// The set statuses kept while another replica evaluated the sets, once this one owns
-    /// shard 0 (none otherwise).
-    fn taken_over_sets(&mut self) -> Vec<Write> {
-        match &self.sharded {
-            Some(sharded) if sharded.owns(0) => std::mem::take(&mut self.pending_sets)
-                .into_values()
-                .collect(),
-            _ => Vec::new(),
+            Write::Set { .. } => sharded.owns(0),
+            Write::Positions { .. } => true,
         }
     }
 }
@@ -221,8 +201,7 @@ impl Store for KubeStore {
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         let runtime = self.runtime.clone();
         runtime.block_on(async {
-            let taken_over = self.taken_over_sets();
-            for write in taken_over.iter().chain(writes) {
+            for write in writes {
                 if !self.writes(write) {
                     continue;
                 }

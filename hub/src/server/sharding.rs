@@ -66,11 +66,29 @@ pub(super) fn start(
         tracing::warn!(%addr, "this replica has no URL to give agents of its shards: set the URL agents reach it at");
     }
     let on_take: OnTake = {
-        let (client, fleet) = (client.clone(), fleet.clone());
+        let (client, fleet, cell) = (client.clone(), fleet.clone(), cell.clone());
         let (namespace, count) = (settings.namespace.clone(), settings.shards);
+        let deadline = settings.renew_deadline();
         Arc::new(move |k| {
             let (client, fleet, namespace) = (client.clone(), fleet.clone(), namespace.clone());
+            let cell = cell.clone();
             Box::pin(async move {
+                if k == 0 {
+                    // The owner of shard 0 writes the sets: it goes on from what the last
+                    // one wrote, and evaluates once it owns the shard.
+                    fleet.adopt_written_set_statuses();
+                    let fleet = fleet.clone();
+                    tokio::spawn(async move {
+                        let owned = async {
+                            while !cell.0.get().is_some_and(|s| s.owns(0)) {
+                                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                            }
+                        };
+                        if tokio::time::timeout(deadline, owned).await.is_ok() {
+                            fleet.evaluate_sets(Timestamp::now());
+                        }
+                    });
+                }
                 match read_shard(client, &namespace, count, k).await {
                     Ok(state) => {
                         let clusters = state.positions.len();

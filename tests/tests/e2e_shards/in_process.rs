@@ -157,12 +157,38 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     let watching = Arc::new(AtomicBool::new(true));
     let false_verdicts = Arc::new(AtomicU64::new(0));
     let set_changes = Arc::new(AtomicU64::new(0));
+    // Per shard, its holder as last seen and since when it has had none; the moves seen
+    // and the longest time a shard had no holder, on the Leases.
     let watcher = {
         let (watching, false_verdicts, clusters) =
             (watching.clone(), false_verdicts.clone(), clusters.clone());
         let (set_changes, sets, chosen) = (set_changes.clone(), sets.clone(), chosen.clone());
+        let leases = leases.clone();
         tokio::spawn(async move {
+            let mut last: BTreeMap<String, String> = BTreeMap::new();
+            let mut unowned_since: BTreeMap<String, Instant> = BTreeMap::new();
+            let (mut moved, mut max_unowned) = (0u64, Duration::ZERO);
             while watching.load(Ordering::Relaxed) {
+                let params = ListParams::default().labels("fleetpulse.io/shard-lease=true");
+                for lease in leases.list(&params).await.unwrap().items {
+                    let name = lease.metadata.name.clone().unwrap_or_default();
+                    match lease.spec.and_then(|s| s.holder_identity) {
+                        Some(holder) => {
+                            if let Some(since) = unowned_since.remove(&name) {
+                                max_unowned = max_unowned.max(since.elapsed());
+                            }
+                            if last
+                                .insert(name, holder.clone())
+                                .is_some_and(|h| h != holder)
+                            {
+                                moved += 1;
+                            }
+                        }
+                        None => {
+                            unowned_since.entry(name).or_insert_with(Instant::now);
+                        }
+                    }
+                }
                 let set = sets.get("primary").await.unwrap();
                 let now: Vec<String> = (set.status.map(|s| s.selected_cluster_refs))
                     .unwrap_or_default()
@@ -182,6 +208,7 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
                 false_verdicts.fetch_max(down, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            (moved, max_unowned)
         })
     };
     let left = Instant::now();
@@ -203,12 +230,13 @@ async fn in_process_replicas_share_the_fleet_and_a_replica_leaving_causes_no_fal
     // Two grace periods more: a cluster misjudged by a new owner would show by now.
     tokio::time::sleep(Duration::from_secs(6)).await;
     watching.store(false, Ordering::Relaxed);
-    watcher.await.unwrap();
+    let (moved, max_unowned) = watcher.await.unwrap();
     let false_verdicts = false_verdicts.load(Ordering::Relaxed);
     let set_changes = set_changes.load(Ordering::Relaxed);
     println!(
-        "shards in-process: replicas=3 shards={SHARDS} clusters={} moved_in_s={:.1} false_verdicts={false_verdicts} set_changes={set_changes} accepted={} retried={}",
+        "shards in-process: replicas=3 shards={SHARDS} clusters={} moved={moved} false_verdicts={false_verdicts} set_changes={set_changes} max_unowned_s={:.1} moved_in_s={:.1} accepted={} retried={}",
         NAMES.len(),
+        max_unowned.as_secs_f64(),
         moved_in.as_secs_f64(),
         accepted.load(Ordering::Relaxed),
         retried.load(Ordering::Relaxed)
