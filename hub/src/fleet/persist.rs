@@ -87,6 +87,25 @@ impl Fleet {
         }
     }
 
+    /// Replicas sharing the fleet: the conditions of the clusters `taken` selects (a shard
+    /// just taken) become what their last owner wrote on their MemberClusters, not what this
+    /// replica last knew of them, so the sets see no change when the shard moves.
+    pub fn take_over_health(&self, taken: impl Fn(&ClusterId) -> bool, wall: Timestamp) {
+        for entry in self.registry().clusters().filter(|e| taken(&e.id)) {
+            let Some(status) = entry.object.status.as_ref() else {
+                continue;
+            };
+            let uid = status.agent.as_ref().map(|a| a.cluster_uid.clone());
+            use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY};
+            let conditions = (status.conditions.iter())
+                .filter(|c| [REACHABLE, READY, HEALTHY].contains(&c.type_.as_str()))
+                .cloned()
+                .collect();
+            let health = crate::core::health::Health::restore(conditions, uid, wall);
+            entry.state.lock().core.health = health;
+        }
+    }
+
     /// The restart rule after a start whose store may lack accepted positions: every report
     /// captured before `wall` is refused, whichever position was lost.
     fn floor_incarnations(&self, kept: PositionsKept, wall: Timestamp) {

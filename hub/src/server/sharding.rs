@@ -89,6 +89,9 @@ pub(super) fn start(
                         }
                     });
                 }
+                let in_shard =
+                    move |id: &crate::ids::ClusterId| crate::ids::shard_of(id, count) == k;
+                fleet.take_over_health(in_shard, Timestamp::now());
                 match read_shard(client, &namespace, count, k).await {
                     Ok(state) => {
                         let clusters = state.positions.len();
