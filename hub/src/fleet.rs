@@ -33,7 +33,7 @@ use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
 pub use accept::Admitted;
 pub use cluster::ClusterState;
-pub use ports::{EnrolledKeys, MirrorStatuses};
+pub use ports::{EnrolledKeys, MirrorStatuses, Ownership};
 pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
 pub use sets::SetsState;
 
@@ -102,6 +102,8 @@ pub struct Fleet {
     /// start, in milliseconds since the epoch; no incarnation at or below it is accepted
     /// ([`fleetpulse_common::protocol::replay::check_floor`]).
     incarnation_floor: std::sync::OnceLock<u64>,
+    /// When replicas share the fleet: which clusters this one judges (all without it).
+    ownership: std::sync::OnceLock<Arc<dyn Ownership>>,
 }
 
 impl Fleet {
@@ -127,6 +129,7 @@ impl Fleet {
             decided: Arc::new(tokio::sync::Notify::new()),
             mirrors: std::sync::OnceLock::new(),
             incarnation_floor: std::sync::OnceLock::new(),
+            ownership: std::sync::OnceLock::new(),
         }
     }
 
@@ -150,6 +153,13 @@ impl Fleet {
             .get()
             .map(|m| m.status(cluster))
             .unwrap_or_default()
+    }
+
+    /// Has the detector judge only the clusters `ownership` says this replica owns (set
+    /// once): a cluster of a shard just taken gets a whole grace period to report here
+    /// before it is judged, so a shard moving between replicas causes no false verdict.
+    pub fn use_ownership(&self, ownership: Arc<dyn Ownership>) {
+        let _ = self.ownership.set(ownership);
     }
 
     /// Has the heartbeat path also accept keys enrolled with bootstrap tokens (set once).
@@ -267,7 +277,8 @@ impl Fleet {
         reconfigured
     }
 
-    /// Runs the failure detector over every cluster at `now`, persisting transitions.
+    /// Runs the failure detector over every cluster at `now` (every cluster this replica
+    /// owns, when replicas share the fleet), persisting transitions.
     /// Hub-side checks run on their own loop ([`Fleet::run_hub_checks`]), so a slow one
     /// never delays the detector or the brake.
     pub fn tick(&self, now: Instant, wall: Timestamp) {
@@ -277,9 +288,22 @@ impl Fleet {
         let mut any_changed = false;
         // What the partition brake needs, gathered in the same pass (paused clusters excluded).
         let mut brake_samples = Vec::new();
+        let ownership = self.ownership.get();
         for entry in self.registry().clusters() {
+            let term = match ownership.map(|o| o.term(&entry.id)) {
+                Some(None) => continue,
+                Some(term) => term,
+                None => None,
+            };
             let spec = &entry.object.spec;
             let mut state = entry.state.lock();
+            if let Some(term) = term
+                && state.shard_term != term
+            {
+                // Just taken: whatever this replica last heard of it is stale.
+                state.shard_term = term;
+                state.core.liveness.reset_grace(now);
+            }
             let ticked = (state.core).tick(&spec.heartbeat, spec.paused, now, wall);
             brake_samples.extend(ticked.brake_sample);
             for (row, type_) in CONDITIONS.into_iter().enumerate() {

@@ -7,5 +7,6 @@ pub mod events;
 pub mod hub_objects;
 pub mod leader;
 pub mod policy_status;
+pub mod shard_leases;
 pub mod source;
 pub mod store;

@@ -4,6 +4,8 @@
 //! - [`core`]: the pure decisions (failure detector, health state machine, set
 //!   selection, partition brake).
 //! - [`ids`]: the identities (`ClusterId`, `SetKey`) every part imports.
+//! - [`shards`]: the fleet cut into shards owned by hub replicas through Leases, and the
+//!   pure balancer deciding which shards a replica holds.
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`admission`]: the one pipeline every agent request passes (size to replay).
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes), glue around it.
@@ -36,6 +38,7 @@ pub mod metrics;
 pub mod mirrors;
 pub mod refusal;
 pub mod server;
+pub mod shards;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -10,6 +10,8 @@ mod manifests;
 mod options;
 mod readiness;
 mod services;
+pub mod shard_gate;
+mod sharding;
 pub mod standby;
 pub mod tls;
 
@@ -101,6 +103,8 @@ pub struct Hub {
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     leadership: Option<Leadership>,
+    /// The shard Lease loop, when replicas share the fleet.
+    sharding: Option<sharding::Running>,
     store: StoreWriter,
 }
 
@@ -191,7 +195,7 @@ impl Starting {
         // over lists nothing again.
         let mut source = opts.kube.as_ref().map(|c| KubeSource::start(c, &shutdown));
         let leadership = match (&opts.kube, &opts.leader, source.as_mut()) {
-            (Some(client), Some(settings), Some(source)) => {
+            (Some(client), Some(settings), Some(source)) if opts.shards.is_none() => {
                 let labelled = settings.pod.is_some();
                 router.send_modify(|r| {
                     *r = standby::router(
@@ -213,10 +217,14 @@ impl Starting {
             _ => None,
         };
         let settings = opts.decisions.clone();
+        let cell = sharding::Cell::default();
         let (fleet, manifests, writer) = match (&opts.kube, source) {
             (Some(client), Some(mut source)) => {
-                let instance = opts.leader.as_ref().map(|l| l.identity.clone());
-                let lease = opts.leader.as_ref().map_or(Duration::ZERO, |l| l.duration);
+                let instance = (opts.shards.as_ref().map(|s| s.identity.clone()))
+                    .or_else(|| opts.leader.as_ref().map(|l| l.identity.clone()));
+                let lease = (opts.shards.as_ref().map(|s| s.duration))
+                    .or_else(|| opts.leader.as_ref().map(|l| l.duration))
+                    .unwrap_or(Duration::ZERO);
                 let state = StateSettings {
                     namespace: opts.state_namespace.clone(),
                     holder: instance.clone().unwrap_or_else(|| "fleetpulse-hub".into()),
@@ -227,11 +235,22 @@ impl Starting {
                 let runtime = tokio::runtime::Handle::current();
                 let missing = source.ready().await;
                 let store = KubeStore::new(client.clone(), runtime, instance).with_state(state);
+                let store = match &opts.shards {
+                    Some(s) => store.sharded(cell.sharded(s.shards)),
+                    None => store,
+                };
                 let mut store = store.with_objects(source.objects());
-                let (store, snapshot) =
+                let (store, mut snapshot) =
                     tokio::task::spawn_blocking(move || store.load().map(|s| (store, s)))
                         .await
                         .expect("loading the store does not panic")?;
+                if opts.shards.is_some() {
+                    // Sharing the fleet, a replica takes each shard's positions over when
+                    // it takes the shard (`sharding`), not at start: the objects of shards
+                    // other replicas hold are theirs to flush, so the start's own view of
+                    // them says nothing of lost positions.
+                    snapshot.positions_kept = crate::store::PositionsKept::All;
+                }
                 let writer = StoreWriter::spawn(store);
                 let fleet = Arc::new(Fleet::new(settings, writer.clone()));
                 fleet.restore(snapshot, Instant::now(), Timestamp::now());
@@ -281,6 +300,15 @@ impl Starting {
         let admin_app = ingest::admin_router(state.clone());
         let app = ingest::router(state);
         let app = services::serve_enrolment(&opts, &fleet, app, &shutdown).await?;
+        let (app, sharding) = match (&opts.kube, &opts.shards) {
+            (Some(client), Some(settings)) => {
+                let tls = opts.tls.is_some();
+                let (shards, running) =
+                    sharding::start(client.clone(), settings.clone(), addr, tls, &fleet, &cell);
+                (sharding::gate(app, shards), Some(running))
+            }
+            _ => (app, None),
+        };
         // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
         // status writes retry through API outages, which a restart would not cure.
         let app = match opts.kube {
@@ -320,6 +348,7 @@ impl Starting {
             shutdown,
             tasks,
             leadership,
+            sharding,
             store: writer,
         })
     }
@@ -345,6 +374,9 @@ impl Hub {
             .unwrap_or_else(|e| Err(format!("the store thread failed: {e}")));
         if let Some(leadership) = self.leadership.take() {
             leadership.release().await;
+        }
+        if let Some(sharding) = self.sharding.take() {
+            sharding.release().await;
         }
         match persisted {
             Ok(()) => {

@@ -61,6 +61,9 @@ pub struct ClusterState {
     extra: Vec<Condition>,
     /// The statuses last written and the recent transitions (`describe`).
     pub transitions: super::transitions::TransitionLog,
+    /// The term of this replica's ownership of the cluster's shard the detector last
+    /// judged it in (0: not yet, or replicas do not share the fleet).
+    pub shard_term: u64,
 }
 
 impl ClusterState {
@@ -90,6 +93,7 @@ impl ClusterState {
             checks: status.checks,
             extra,
             transitions: Default::default(),
+            shard_term: 0,
         }
     }
 

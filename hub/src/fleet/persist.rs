@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
 use fleetpulse_common::api::condition::Status;
+use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::{ClusterState, Fleet};
@@ -47,6 +48,61 @@ impl Fleet {
                 state.carry_over(heard, now, wall);
             }
             states.insert(id, Arc::new(Mutex::new(state)));
+        }
+    }
+
+    /// Takes over what another hub replica last flushed of clusters whose shard this one
+    /// has just taken: each key's accepted position where it is ahead of what this
+    /// replica knew (a replay of a report the other replica accepted is then refused), and
+    /// the time each was last heard from. The merged positions are flushed by this replica
+    /// from now on.
+    pub fn take_over(
+        &self,
+        positions: std::collections::HashMap<
+            ClusterId,
+            std::collections::HashMap<String, Position>,
+        >,
+        heard: std::collections::HashMap<ClusterId, Timestamp>,
+        now: Instant,
+        wall: Timestamp,
+    ) {
+        let states = self.states.lock();
+        for (id, theirs) in positions {
+            let Some(state) = states.get(&id) else {
+                continue;
+            };
+            let mut state = state.lock();
+            for (kid, position) in theirs {
+                let ours = state.core.positions.entry(kid).or_insert(position);
+                if position > *ours {
+                    *ours = position;
+                }
+            }
+            state.positions_dirty = true;
+        }
+        for (id, heard) in heard {
+            if let Some(state) = states.get(&id) {
+                state.lock().carry_over(heard, now, wall);
+            }
+        }
+    }
+
+    /// Replicas sharing the fleet: the conditions of the clusters `taken` selects (a shard
+    /// just taken) become what their last owner wrote on their MemberClusters, not what this
+    /// replica last knew of them, so the sets see no change when the shard moves.
+    pub fn take_over_health(&self, taken: impl Fn(&ClusterId) -> bool, wall: Timestamp) {
+        for entry in self.registry().clusters().filter(|e| taken(&e.id)) {
+            let Some(status) = entry.object.status.as_ref() else {
+                continue;
+            };
+            let uid = status.agent.as_ref().map(|a| a.cluster_uid.clone());
+            use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, READY};
+            let conditions = (status.conditions.iter())
+                .filter(|c| [REACHABLE, READY, HEALTHY].contains(&c.type_.as_str()))
+                .cloned()
+                .collect();
+            let health = crate::core::health::Health::restore(conditions, uid, wall);
+            entry.state.lock().core.health = health;
         }
     }
 

@@ -1,6 +1,8 @@
 //! What the fleet asks of the parts above it, as traits they implement: the keys enrolled
 //! with bootstrap tokens (the enrolment service) and the statuses of mirror objects (the
-//! mirror writer). The fleet holds them as trait objects, so it needs neither module.
+//! mirror writer), and which clusters this replica acts on (the shard Leases, when
+//! replicas share the fleet). The fleet holds them as trait objects, so it needs none of
+//! those modules.
 
 use ed25519_dalek::VerifyingKey;
 
@@ -22,4 +24,12 @@ pub trait EnrolledKeys: Send + Sync {
 pub trait MirrorStatuses: Send + Sync {
     /// The statuses of `cluster`'s mirror objects.
     fn status(&self, cluster: &ClusterId) -> Vec<MirrorStatus>;
+}
+
+/// Which clusters this replica judges, when hub replicas share the fleet by shards.
+pub trait Ownership: Send + Sync {
+    /// `None` while this replica does not own `cluster`'s shard; else the term of its
+    /// ownership, a number (from 1) that changes each time this replica takes the shard
+    /// again, so the fleet knows to give the shard's clusters a fresh grace period.
+    fn term(&self, cluster: &ClusterId) -> Option<u64>;
 }

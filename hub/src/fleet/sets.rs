@@ -49,12 +49,42 @@ impl SetsState {
     }
 }
 
-fn view(entry: &ClusterEntry) -> ClusterView {
+/// What the sets see of a cluster: its health as this replica judges it, or, for a
+/// cluster of a shard another replica owns (replicas sharing the fleet), its conditions as
+/// that replica last wrote them on the MemberCluster (watched by every replica).
+fn view(
+    entry: &ClusterEntry,
+    ownership: Option<&dyn super::Ownership>,
+    wall: Timestamp,
+) -> ClusterView {
     let labels = entry.object.metadata.labels.clone().unwrap_or_default();
+    if ownership.is_some_and(|o| o.term(&entry.id).is_none()) {
+        let conditions =
+            (entry.object.status.as_ref()).map_or_else(Vec::new, |s| s.conditions.clone());
+        let health = crate::core::health::Health::restore(conditions, None, wall);
+        return crate::core::sets::view(entry.id.clone(), labels, &health);
+    }
     crate::core::sets::view(entry.id.clone(), labels, &entry.state.lock().core.health)
 }
 
 impl Fleet {
+    /// Replicas sharing the fleet: takes the set statuses as the replica that evaluated the
+    /// sets last wrote them (on the watched ClusterSets and Sets) as this replica's own,
+    /// before it evaluates and writes the sets itself, so taking the evaluation over moves
+    /// no selection (selection is sticky from what was written, not from what this replica
+    /// decided while it did not write).
+    pub fn adopt_written_set_statuses(&self) {
+        let registry = self.registry();
+        let written: Vec<_> = (registry.cluster_sets())
+            .filter_map(|cs| Some((SetKey::of_cluster_set(cs), cs.status.clone()?)))
+            .chain((registry.sets()).filter_map(|s| Some((SetKey::of_set(s), s.status.clone()?))))
+            .collect();
+        let mut sets = self.sets.lock();
+        for (key, status) in written {
+            sets.decisions.sets.statuses.insert(key, status);
+        }
+    }
+
     /// Re-evaluates every set at `wall` and persists what changed.
     pub fn evaluate_sets(&self, wall: Timestamp) {
         let registry = self.registry();
@@ -64,7 +94,11 @@ impl Fleet {
         let views: Vec<ClusterView> = if no_sets {
             Vec::new()
         } else {
-            registry.clusters().map(|e| view(e)).collect()
+            let ownership = self.ownership.get().map(|o| o.as_ref());
+            registry
+                .clusters()
+                .map(|e| view(e, ownership, wall))
+                .collect()
         };
         let mut sets = self.sets.lock();
         let held = self.rollout_holds(&mut sets, &registry, wall);

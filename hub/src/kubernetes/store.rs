@@ -44,6 +44,10 @@ pub struct KubeStore {
     state: Option<hub_state::HubState>,
     /// The objects the hub's watches already hold, read at load instead of listing.
     seen: Option<Objects>,
+    /// When replicas share the fleet: which shards this replica owns. It writes the
+    /// status of its own shards' clusters only, and set statuses only while it owns
+    /// shard 0 (the replica that evaluates the sets).
+    sharded: Option<hub_state::Sharded>,
 }
 
 impl KubeStore {
@@ -56,6 +60,7 @@ impl KubeStore {
             events: event_log::EventLog::new(Publisher::new(client.clone(), instance)),
             state: None,
             seen: None,
+            sharded: None,
             client,
             runtime,
         }
@@ -72,6 +77,28 @@ impl KubeStore {
     pub fn with_state(mut self, settings: hub_state::StateSettings) -> Self {
         self.state = Some(hub_state::HubState::new(self.client.clone(), settings));
         self
+    }
+
+    /// Replicas share the fleet: the hub state is kept by Lease shard, and this replica
+    /// writes only what concerns the shards it owns (see [`hub_state::Sharded`]).
+    pub fn sharded(mut self, sharded: hub_state::Sharded) -> Self {
+        self.state = (self.state.take()).map(|s| s.sharded(sharded.clone()));
+        self.sharded = Some(sharded);
+        self
+    }
+
+    /// Whether this replica writes `write` (always, unless replicas share the fleet).
+    fn writes(&self, write: &Write) -> bool {
+        let Some(sharded) = &self.sharded else {
+            return true;
+        };
+        match write {
+            Write::Cluster { cluster, .. } => {
+                sharded.owns(crate::ids::shard_of(cluster, sharded.shards))
+            }
+            Write::Set { .. } => sharded.owns(0),
+            Write::Positions { .. } => true,
+        }
     }
 }
 
@@ -175,6 +202,9 @@ impl Store for KubeStore {
         let runtime = self.runtime.clone();
         runtime.block_on(async {
             for write in writes {
+                if !self.writes(write) {
+                    continue;
+                }
                 self.labels.apply(write).await?;
                 self.statuses.apply(write).await?;
                 self.events.apply(write).await;

@@ -42,6 +42,10 @@ pub struct HubOptions {
     pub kube: Option<kube::Client>,
     /// Kubernetes mode: take part in leader election; only the leader decides and writes.
     pub leader: Option<LeaderSettings>,
+    /// Kubernetes mode: share the fleet with other replicas by shard Leases instead of
+    /// leader election (which is then not used): each replica judges and writes the
+    /// clusters of the shards it owns.
+    pub shards: Option<crate::shards::ShardSettings>,
     /// Kubernetes mode: how often a reporting cluster's status is rewritten so that its
     /// `lastHeartbeatTime` (and check results) on the API stay that fresh; zero writes
     /// status on transitions only.
@@ -84,6 +88,7 @@ impl HubOptions {
             position_flush_interval: Duration::from_secs(10),
             kube: None,
             leader: None,
+            shards: None,
             status_refresh: Duration::from_secs(300),
             batch_verify: Some(BatchSettings::default()),
             per_cluster_metrics: false,

@@ -16,6 +16,11 @@
 //! duration: the most a leader that crashed can have left unflushed before a standby
 //! takes over). Otherwise it restores what it finds and refuses every incarnation from
 //! before its start, as before this state existed.
+//!
+//! When hub replicas share the fleet ([`HubState::sharded`]) the objects follow the shard
+//! Leases instead: object `K` of `S` holds the clusters of Lease shard `K`, and a replica
+//! writes only the objects of the shards it owns, so a shard's new owner reads its
+//! predecessor's last flush of it ([`read_shard`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
@@ -27,6 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::ClusterId;
+
+mod sharded;
+
+pub use sharded::{OwnsShard, ShardSnapshot, ShardStateError, Sharded, read_shard};
 
 use super::api_error;
 use crate::ids::shard_of;
@@ -104,6 +113,8 @@ pub struct HubState {
     changed: HashSet<ClusterId>,
     /// The shard counts of the objects on the API server.
     written: BTreeSet<u32>,
+    /// When replicas share the fleet: the Lease shards, and which this replica owns.
+    sharded: Option<Sharded>,
 }
 
 impl HubState {
@@ -115,7 +126,14 @@ impl HubState {
             clusters: HashMap::new(),
             changed: HashSet::new(),
             written: BTreeSet::new(),
+            sharded: None,
         }
+    }
+
+    /// Keeps the objects by Lease shard, writing only the shards this replica owns.
+    pub fn sharded(mut self, sharded: Sharded) -> Self {
+        self.sharded = Some(sharded);
+        self
     }
 
     /// Reads every state object into `snapshot` (positions and last-heard times) and says
@@ -250,7 +268,7 @@ impl HubState {
     }
 
     async fn try_flush(&mut self, clean: bool, now: i64) -> Result<(), StoreError> {
-        let shards = shards_for(self.clusters.len());
+        let shards = (self.sharded.as_ref()).map_or(shards_for(self.clusters.len()), |s| s.shards);
         let mut dirty: BTreeSet<u32> = (self.changed.iter())
             .map(|id| shard_of(id, shards))
             .collect();
@@ -258,6 +276,10 @@ impl HubState {
         // a reader can tell a missing object from an empty shard.
         if clean || self.written != BTreeSet::from([shards]) && !self.clusters.is_empty() {
             dirty.extend(0..shards);
+        }
+        if let Some(sharded) = &self.sharded {
+            // Only the owner of a shard writes its object.
+            dirty.retain(|&k| sharded.owns(k));
         }
         if dirty.is_empty() {
             return Ok(());
@@ -281,7 +303,8 @@ impl HubState {
         self.changed.clear();
         self.written.insert(shards);
         for &old in &self.written.clone() {
-            if old != shards {
+            // Replicas sharing the fleet all write the one count of the Lease shards.
+            if old != shards && self.sharded.is_none() {
                 self.delete(old).await?;
                 self.written.remove(&old);
             }
