@@ -6,12 +6,13 @@
 
 pub mod agent;
 pub mod read;
+pub mod routes;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
+use axum::routing::get;
 
 use fleetpulse_common::api::{HealthPolicy, MemberCluster, Set};
 
@@ -36,13 +37,11 @@ pub struct AppState {
 /// Nothing here reads the fleet's objects back: that is [`admin_router`]'s.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/v1/clusters/{namespace}/{name}/heartbeat",
-            post(agent::heartbeat),
-        )
-        .route("/v1/clusters/{namespace}/{name}/config", get(agent::config))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
+        // `/v1/clusters/{namespace}/{name}/heartbeat` (POST) and `.../config` (GET),
+        // matched by `routes` rather than as routes with parameters.
+        .fallback(agent::dispatch)
         .with_state(state)
 }
 

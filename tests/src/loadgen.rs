@@ -9,6 +9,8 @@
 //! - [`drive`]: sending on schedule and counting outcomes.
 //! - [`verify`]: the single-core `verify_strict` rate, measured in the same run.
 //! - [`stats`]: tallies, percentiles and the machine-readable last line.
+//! - [`allocs`]: heap allocations per heartbeat, counted on a second hub run in this
+//!   process.
 //! - [`agent`]: the agent's own footprint (`--agent-footprint`), idle and with a check.
 //! - [`hostile`]: slow connections and bad-signature bursts beside the fleet
 //!   (`--slow-connections`, `--bad-signature-burst`), with the hub's log growth.
@@ -19,6 +21,7 @@
 //! docs/performance.md describes the method and the figures.
 
 pub mod agent;
+pub mod allocs;
 pub mod client;
 pub mod drive;
 pub mod histogram;
@@ -150,6 +153,10 @@ pub struct Args {
     /// The `fleetpulse-agent` binary for --real-agents (default: next to this one).
     #[arg(long, env = "LOADGEN_AGENT_BIN")]
     pub agent_bin: Option<PathBuf>,
+    /// Count the hub's heap allocations per heartbeat (`allocs_per_hb`) on a second hub
+    /// run inside this process before the load (a fleet of at most 1,000 clusters, 5 s).
+    #[arg(long, env = "LOADGEN_COUNT_ALLOCATIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub count_allocations: bool,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -191,11 +198,32 @@ pub fn hub_under_test(
     }
 }
 
-/// Runs the load and prints its figures to stdout, the [`FinalLine`] last.
-pub async fn run(args: Args) -> anyhow::Result<Run> {
+/// Runs the load and prints its figures to stdout, the [`FinalLine`] last; `count` counts
+/// the calling thread's heap allocations (the binary's allocator), for `allocs_per_hb`.
+pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow::Result<Run> {
     if let Some(cpus) = &args.loadgen_cpus {
         hub::pin_process(std::process::id(), cpus)?;
     }
+    let allocations = match count {
+        Some(count) if args.count_allocations && !args.floor => {
+            let clusters = args.clusters.min(allocs::MAX_CLUSTERS);
+            let counted = allocs::per_heartbeat(
+                count,
+                clusters,
+                args.transport,
+                args.connections,
+                &args.audience,
+            )
+            .await?;
+            println!(
+                "allocations: {:.1} per heartbeat on the hub's runtime thread ({} heartbeats \
+                 from {clusters} clusters to a hub in this process)",
+                counted.per_heartbeat, counted.heartbeats
+            );
+            Some(counted)
+        }
+        _ => None,
+    };
     let work = tempfile::tempdir()?;
     let manifests = args
         .manifests_dir
@@ -293,5 +321,12 @@ pub async fn run(args: Args) -> anyhow::Result<Run> {
     attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
     let end = probe();
     hub.stop();
-    Ok(stats::summarize(&args, &mut driven, verify.per_core, end))
+    let allocs_per_hb = allocations.map(|a| a.per_heartbeat);
+    Ok(stats::summarize(
+        &args,
+        &mut driven,
+        verify.per_core,
+        allocs_per_hb,
+        end,
+    ))
 }

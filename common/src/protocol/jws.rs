@@ -11,6 +11,8 @@
 
 pub mod batch;
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -62,14 +64,30 @@ pub fn sign(key: &SigningKey, typ: &str, payload: &[u8]) -> String {
     out
 }
 
+/// The protected header as read: the same members and rules as [`Header`], borrowed from
+/// the decoded bytes (a member with JSON escapes is the one case that allocates).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeaderRef<'h> {
+    #[serde(borrow)]
+    alg: Cow<'h, str>,
+    #[serde(borrow)]
+    kid: Cow<'h, str>,
+    #[serde(borrow)]
+    typ: Cow<'h, str>,
+}
+
 /// A parsed JWS whose signature is not verified yet. Reading the `kid` is all it allows.
 #[derive(Debug)]
 pub struct Unverified<'a> {
-    header: Header,
+    kid: String,
     signing_input: &'a str,
     payload_b64: &'a str,
     signature: Signature,
 }
+
+/// Longest base64url protected header: [`MAX_HEADER_BYTES`] encoded, with slack.
+const HEADER_B64_MAX: usize = MAX_HEADER_BYTES * 4 / 3 + 4;
 
 /// Splits a compact JWS, decodes and checks its header and signature bytes. Cheap: no
 /// cryptography and no payload decoding.
@@ -80,13 +98,15 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
     else {
         return Err(JwsError::Malformed("expected three '.'-separated parts"));
     };
-    if h.len() > MAX_HEADER_BYTES * 4 / 3 + 4 {
+    if h.len() > HEADER_B64_MAX {
         return Err(JwsError::Malformed("protected header too large"));
     }
-    let header_bytes = URL_SAFE_NO_PAD
-        .decode(h)
+    // Decoded on the stack: the size check above bounds it (decoding never grows it).
+    let mut header_buf = [0u8; HEADER_B64_MAX];
+    let header_len = URL_SAFE_NO_PAD
+        .decode_slice(h, &mut header_buf)
         .map_err(|_| JwsError::Malformed("header is not base64url"))?;
-    let header: Header = serde_json::from_slice(&header_bytes)
+    let header: HeaderRef<'_> = serde_json::from_slice(&header_buf[..header_len])
         .map_err(|e| JwsError::Header(format!("not a JSON object of alg, kid, typ: {e}")))?;
     if header.alg != "EdDSA" {
         return Err(JwsError::Header(format!(
@@ -112,7 +132,7 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
         .try_into()
         .map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
     Ok(Unverified {
-        header,
+        kid: header.kid.into_owned(),
         signing_input: &compact[..h.len() + 1 + p.len()],
         payload_b64: p,
         signature: Signature::from_bytes(&sig_bytes),
@@ -122,7 +142,7 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
 impl Unverified<'_> {
     /// The key id the signer claims; look the key up with it.
     pub fn kid(&self) -> &str {
-        &self.header.kid
+        &self.kid
     }
 
     /// Verifies the signature strictly with `key` and returns the decoded payload.
@@ -147,7 +167,7 @@ impl Unverified<'_> {
     /// JWS's [`Self::signing_input`] and [`Self::signature`]), else `BadSignature`.
     pub fn payload_if_verified(&self, verified: bool) -> Result<Vec<u8>, JwsError> {
         if !verified {
-            return Err(JwsError::BadSignature(self.header.kid.clone()));
+            return Err(JwsError::BadSignature(self.kid.clone()));
         }
         URL_SAFE_NO_PAD
             .decode(self.payload_b64)

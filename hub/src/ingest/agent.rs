@@ -9,41 +9,62 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, State};
-use axum::http::HeaderMap;
+use axum::Json;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::protocol::report::ClusterId;
 
 use super::AppState;
+use super::routes::{Endpoint, agent_endpoint};
 use crate::limiter::failures::Source;
 use crate::refusal::Refusal;
 
-/// The peer address the listener attaches to each request.
-type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+/// Every path the agents' router has no route for: the agent endpoints
+/// ([`agent_endpoint`]), with `405` and `Allow` for the wrong method, else `404`.
+pub async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
+    let Some((cluster, endpoint)) = agent_endpoint(request.uri().path()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let source = Source::of_peer(request.extensions().get::<ConnectInfo<SocketAddr>>());
+    match (endpoint, request.method()) {
+        (Endpoint::Heartbeat, &Method::POST) => heartbeat(&state, source, cluster, request).await,
+        (Endpoint::Config, &Method::GET | &Method::HEAD) => {
+            config(&state, source, cluster, request.headers())
+        }
+        (Endpoint::Heartbeat, _) => not_allowed("POST"),
+        (Endpoint::Config, _) => not_allowed("GET,HEAD"),
+    }
+}
 
-/// `POST /v1/clusters/{namespace}/{name}/heartbeat`: a signed report.
-pub async fn heartbeat(
-    State(state): State<AppState>,
-    peer: Peer,
-    Path((namespace, name)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+fn not_allowed(allow: &'static str) -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, HeaderValue::from_static(allow))],
+    )
+        .into_response()
+}
+
+/// `POST /v1/clusters/{namespace}/{name}/heartbeat`: a signed report. The request is
+/// taken whole, so that its headers are read in place rather than copied.
+async fn heartbeat(
+    state: &AppState,
+    source: Option<Source>,
+    cluster: ClusterId,
+    request: Request,
 ) -> Response {
-    let source = source(&peer);
     let now = Instant::now();
-    let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
+    let (parts, body) = request.into_parts();
     let admitted = state
         .admission
         .heartbeat(
             &registry,
             state.fleet.enrolled_keys(),
             &cluster,
-            &headers,
+            &parts.headers,
             body,
         )
         .await;
@@ -63,18 +84,16 @@ pub async fn heartbeat(
 }
 
 /// `GET /v1/clusters/{namespace}/{name}/config` with `Authorization: FleetPulse-JWS <jws>`.
-pub async fn config(
-    State(state): State<AppState>,
-    peer: Peer,
-    Path((namespace, name)): Path<(String, String)>,
-    headers: HeaderMap,
+fn config(
+    state: &AppState,
+    source: Option<Source>,
+    cluster: ClusterId,
+    headers: &HeaderMap,
 ) -> Response {
-    let source = source(&peer);
-    let cluster = ClusterId::new(namespace, name);
     let registry = state.fleet.registry();
     let result = state
         .admission
-        .config(&registry, state.fleet.enrolled_keys(), &cluster, &headers)
+        .config(&registry, state.fleet.enrolled_keys(), &cluster, headers)
         .map(|a| state.fleet.config(&a.entry));
     if let Err(refusal) = &result
         && let Err(limited) = state.failures.failed(source, refusal.0.code)
@@ -87,10 +106,6 @@ pub async fn config(
         tracing::debug!(%cluster, code = refusal.label(), "config request refused");
     }
     result.map(Json).into_response()
-}
-
-fn source(peer: &Peer) -> Option<Source> {
-    Source::of_peer(peer.as_ref().map(|Extension(p)| p))
 }
 
 /// `accepted`, or the refusal's code: the `result` label of the request metrics.

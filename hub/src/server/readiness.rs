@@ -2,29 +2,56 @@
 //! written, so a Service stops sending it agents whose state it would not keep, and an
 //! operator sees why; 200 again once the writes catch up.
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
 use axum::Router;
 use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::{Either, Ready, ready};
+use tower::Service;
 
 use crate::store::StoreWriter;
 
-/// Wraps `app` so that `/readyz` fails while `store` reports a problem.
+/// `app` with `/readyz` answering 503 while `store` has a write problem. A plain service
+/// around each route, not a middleware: the other requests (every heartbeat) pass through
+/// it with one comparison of the path, no boxed future.
 pub(super) fn gate(app: Router, store: StoreWriter) -> Router {
-    app.layer(axum::middleware::from_fn(
-        move |request: Request, next: Next| {
-            let problem = (request.uri().path() == "/readyz")
-                .then(|| store.problem())
-                .flatten();
-            async move {
-                match problem {
-                    Some(problem) => not_ready(&problem),
-                    None => next.run(request).await,
-                }
-            }
-        },
-    ))
+    app.layer(tower::layer::layer_fn(move |inner| Gate {
+        inner,
+        store: store.clone(),
+    }))
+}
+
+/// The service [`gate`] puts around each route.
+#[derive(Clone)]
+struct Gate<S> {
+    inner: S,
+    store: StoreWriter,
+}
+
+impl<S> Service<Request> for Gate<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let problem = (request.uri().path() == "/readyz")
+            .then(|| self.store.problem())
+            .flatten();
+        match problem {
+            Some(problem) => Either::Left(ready(Ok(not_ready(&problem)))),
+            None => Either::Right(self.inner.call(request)),
+        }
+    }
 }
 
 fn not_ready(problem: &str) -> Response {

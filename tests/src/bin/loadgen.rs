@@ -9,6 +9,13 @@ use clap::Parser;
 
 use fleetpulse_tests::loadgen::{self, Args};
 
+/// How many heap allocations the calling thread makes while `f` runs: `allocation_counter`
+/// is this binary's global allocator (counting per thread, allocating through the system's
+/// malloc), and `allocs_per_hb` comes from it.
+fn count_allocations(f: &mut dyn FnMut()) -> u64 {
+    allocation_counter::measure(f).count_total
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -23,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let run = loadgen::run(args).await?;
+    let run = loadgen::run(args, Some(count_allocations)).await?;
     if run.rejected + run.failed > 0 {
         eprintln!(
             "loadgen: {} heartbeats were refused and {} got no answer; see the refusals above",

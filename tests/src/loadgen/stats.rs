@@ -77,8 +77,9 @@ pub enum Outcome {
 
 /// The last line a run prints:
 /// `clusters=N accepted_per_s=X hub_cpu_us_per_hb=Y hub_ingest_per_core=Z
-/// verify_only_per_core=V ratio=Z/V rss_mib=M`. CPU and memory figures are NaN when the
-/// hub's process is unknown.
+/// verify_only_per_core=V ratio=Z/V allocs_per_hb=A rss_mib=M p99_ms=L`. CPU and memory
+/// figures are NaN when the hub's process is unknown, `allocs_per_hb` when allocations
+/// were not counted.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FinalLine {
     /// Simulated clusters.
@@ -93,18 +94,24 @@ pub struct FinalLine {
     pub verify_only_per_core: f64,
     /// `hub_ingest_per_core / verify_only_per_core`.
     pub ratio: f64,
+    /// Heap allocations per heartbeat (see [`super::allocs`]).
+    pub allocs_per_hb: f64,
     /// The hub's resident memory at the end, in MiB.
     pub rss_mib: f64,
+    /// The 99th percentile of the timed heartbeats' latency (due to answer), in ms.
+    pub p99_ms: f64,
 }
 
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 9] = [
     "clusters",
     "accepted_per_s",
     "hub_cpu_us_per_hb",
     "hub_ingest_per_core",
     "verify_only_per_core",
     "ratio",
+    "allocs_per_hb",
     "rss_mib",
+    "p99_ms",
 ];
 
 impl fmt::Display for FinalLine {
@@ -112,14 +119,16 @@ impl fmt::Display for FinalLine {
         write!(
             f,
             "clusters={} accepted_per_s={:.1} hub_cpu_us_per_hb={:.2} hub_ingest_per_core={:.0} \
-             verify_only_per_core={:.0} ratio={:.3} rss_mib={:.1}",
+             verify_only_per_core={:.0} ratio={:.3} allocs_per_hb={:.1} rss_mib={:.1} p99_ms={:.2}",
             self.clusters,
             self.accepted_per_s,
             self.hub_cpu_us_per_hb,
             self.hub_ingest_per_core,
             self.verify_only_per_core,
             self.ratio,
-            self.rss_mib
+            self.allocs_per_hb,
+            self.rss_mib,
+            self.p99_ms
         )
     }
 }
@@ -146,7 +155,9 @@ impl FinalLine {
             hub_ingest_per_core: num(3)?,
             verify_only_per_core: num(4)?,
             ratio: num(5)?,
-            rss_mib: num(6)?,
+            allocs_per_hb: num(6)?,
+            rss_mib: num(7)?,
+            p99_ms: num(8)?,
         })
     }
 }
@@ -156,6 +167,7 @@ pub fn summarize(
     args: &super::Args,
     d: &mut super::drive::Driven,
     verify_per_core: f64,
+    allocs_per_hb: Option<f64>,
     end: Option<super::hub::ProcSample>,
 ) -> super::Run {
     let secs = d.elapsed.as_secs_f64();
@@ -203,7 +215,9 @@ pub fn summarize(
         hub_ingest_per_core,
         verify_only_per_core: verify_per_core,
         ratio: hub_ingest_per_core / verify_per_core,
+        allocs_per_hb: allocs_per_hb.unwrap_or(f64::NAN),
         rss_mib,
+        p99_ms: d.timed.latency_ms(99.0),
     };
     println!("{line}");
     super::Run {
@@ -226,13 +240,16 @@ mod tests {
             hub_ingest_per_core: 25_000.0,
             verify_only_per_core: 30_000.0,
             ratio: 25.0 / 30.0,
+            allocs_per_hb: 64.5,
             rss_mib: 120.5,
+            p99_ms: 7.25,
         };
         let text = line.to_string();
         assert!(text.starts_with("clusters=10000 accepted_per_s=1000.2"));
         let back = FinalLine::parse(&text).unwrap();
         assert_eq!(back.clusters, 10_000);
         assert!((back.ratio - 0.833).abs() < 1e-9);
+        assert_eq!((back.allocs_per_hb, back.p99_ms), (64.5, 7.25));
         assert!(FinalLine::parse("clusters=1 ratio=2").is_err());
     }
 

@@ -12,7 +12,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::middleware::Next;
 use hyper::body::{Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -143,18 +142,21 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 }
 
 /// Every request's body must arrive within `limit` of its headers; after that, reading it
-/// fails (the handler refuses the request) and the connection is not reused.
+/// fails (the handler refuses the request) and the connection is not reused. The timer is
+/// armed only when the body is not all there when first read (a heartbeat's usually is: it
+/// arrives with its headers), so most requests cost no timer.
 pub(super) fn body_deadline(app: Router, limit: Duration) -> Router {
-    app.layer(axum::middleware::from_fn(
-        move |request: Request, next: Next| {
-            let request = request.map(|body| {
+    app.layer(tower::util::MapRequestLayer::new(
+        move |request: Request| {
+            let deadline = Instant::now() + limit;
+            request.map(|body| {
                 Body::new(Deadline {
                     inner: body,
-                    sleep: Box::pin(tokio::time::sleep(limit)),
+                    deadline,
+                    sleep: None,
                     limit,
                 })
-            });
-            next.run(request)
+            })
         },
     ))
 }
@@ -162,7 +164,9 @@ pub(super) fn body_deadline(app: Router, limit: Duration) -> Router {
 /// A request body that fails once its deadline passes.
 struct Deadline {
     inner: Body,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    deadline: Instant,
+    /// Armed at the first read that has to wait.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     limit: Duration,
 }
 
@@ -185,7 +189,11 @@ impl hyper::body::Body for Deadline {
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
-        match this.sleep.as_mut().poll(cx) {
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.limit))))),
             Poll::Pending => Poll::Pending,
         }
