@@ -47,13 +47,6 @@ impl KeptStates {
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         self.states.lock().retain(|kind, _| keep(kind));
     }
-
-    /// The kinds of round a state is kept for.
-    pub fn kinds(&self) -> Vec<String> {
-        let mut kinds: Vec<String> = self.states.lock().keys().cloned().collect();
-        kinds.sort();
-        kinds
-    }
 }
 
 /// Runs `checks` over the objects `reader` returns, for the cluster described by

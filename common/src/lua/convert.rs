@@ -38,8 +38,9 @@ pub(super) type NodeId = i64;
 /// API server stores (at most 1.5 MB of JSON, two bytes or more a node).
 const LOCAL_BITS: u32 = 23;
 
-/// Slots numbered past this cannot be encoded in a [`NodeId`] (Lua integers are 64 bits):
-/// a state that has taken in a trillion object versions is replaced by a fresh one.
+/// Slots numbered past this cannot be encoded in a [`NodeId`] (Lua integers are 64 bits). A
+/// state that has numbered them all refuses further objects as full; at 2,000 new object
+/// versions every 10 s that takes some 1,700 years.
 const MAX_SLOT: u64 = 1 << (63 - LOCAL_BITS);
 
 /// One object version the state holds, and every node of it handed to Lua so far.
@@ -188,14 +189,25 @@ impl Nodes {
     }
 }
 
+/// The id of node `local` of the object in `slot` (`slot` below [`MAX_SLOT`], `local`
+/// below 2^[`LOCAL_BITS`]).
+fn node_id(slot: u64, local: u64) -> NodeId {
+    ((slot << LOCAL_BITS) | local) as NodeId
+}
+
 /// The node id of the root of the object in `slot`.
 fn root_id(slot: u64) -> NodeId {
-    (slot << LOCAL_BITS) as NodeId
+    node_id(slot, 0)
 }
 
 /// The slot of node `id`'s object.
 fn slot_of(id: NodeId) -> u64 {
     (id as u64) >> LOCAL_BITS
+}
+
+/// Node `id`'s place among its object's nodes.
+fn local_of(id: NodeId) -> usize {
+    (id as u64 & ((1 << LOCAL_BITS) - 1)) as usize
 }
 
 /// Converts node `id` for its pending proxy `proxy`: builds its content (scalars set;
@@ -213,12 +225,11 @@ pub(super) fn materialise(lua: &Lua, proxy: Table, id: NodeId) -> mlua::Result<T
         slots, kit, eager, ..
     } = &mut *nodes;
     let slot = slot_of(id);
-    let local = (id as u64 & ((1 << LOCAL_BITS) - 1)) as usize;
     let Slot { object, refs, .. } = slots
         .get_mut(&slot)
         .ok_or_else(|| mlua::Error::runtime(format!("no object for node {id}")))?;
     let node = *refs
-        .get(local)
+        .get(local_of(id))
         .ok_or_else(|| mlua::Error::runtime(format!("no object node {id}")))?;
     if usize::from(node.depth) > MAX_DEPTH {
         return Err(mlua::Error::runtime(format!(
@@ -331,7 +342,7 @@ impl Builder<'_> {
                     1u64 << LOCAL_BITS
                 )));
             }
-            let child = ((self.slot << LOCAL_BITS) | local) as NodeId;
+            let child = node_id(self.slot, local);
             self.refs.push(NodeRef {
                 // Within the object's text, whose length fits in a u32.
                 start: start as u32,
