@@ -21,6 +21,7 @@ use crate::core::health::Debounce;
 use crate::core::rollout::RolloutSettings;
 use crate::kubernetes::leader::LeaderSettings;
 use crate::server::{Hub, HubOptions};
+use crate::shards::ShardSettings;
 
 /// fleetpulse hub: verifies signed heartbeats from cluster agents and keeps each cluster's
 /// health.
@@ -71,7 +72,9 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Directory of MemberCluster / ClusterSet / Set / HealthPolicy YAML (rescanned on change).
-    #[arg(long, env = "FLEETPULSE_MANIFESTS", required_unless_present = "kube")]
+    /// Leader election and shards need --kube, so they are refused beside it.
+    #[arg(long, env = "FLEETPULSE_MANIFESTS", required_unless_present = "kube",
+          conflicts_with_all = ["leader_elect", "shards"])]
     pub manifests: Option<PathBuf>,
     /// Directory for the embedded store (created if missing).
     #[arg(long, env = "FLEETPULSE_DATA", required_unless_present = "kube")]
@@ -201,6 +204,21 @@ pub struct ServeArgs {
     /// the host name and process id).
     #[arg(long, env = "FLEETPULSE_IDENTITY")]
     pub identity: Option<String>,
+    /// Kubernetes mode: share the fleet with the other replicas run with the same flag,
+    /// cut into this many shards (every replica must use the same count; 32 suits up to
+    /// a few dozen replicas). Each shard is owned by one replica through a Lease of its
+    /// own, `fleetpulse-shard-K` in --lease-namespace, lasting --lease-duration-seconds;
+    /// every replica is ready and takes the heartbeats of the shards it owns, and sends
+    /// agents of other shards to their owner's --shard-url.
+    #[arg(long, env = "FLEETPULSE_SHARDS", requires = "kube", conflicts_with = "leader_elect",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: Option<u32>,
+    /// With --shards: the URL agents reach this replica at (its own, not the shared
+    /// Service's), written on the shard Leases it holds so other replicas can send agents
+    /// to it, e.g. `https://$(POD_NAME).hub.example.com:8443` (default: the --listen
+    /// address when it is a concrete one).
+    #[arg(long, env = "FLEETPULSE_SHARD_URL", requires = "shards", value_parser = parse_shard_url)]
+    pub shard_url: Option<String>,
     /// This replica's Pod (set from the downward API). With --pod-namespace and
     /// --leader-elect, the leader labels its Pod `fleetpulse.io/leader=true`, for a
     /// Service that routes agents to the leader, and standbys count as ready.
@@ -247,15 +265,18 @@ impl ServeArgs {
         o.status_refresh = Duration::from_secs(self.status_refresh_seconds);
         o.per_cluster_metrics = self.per_cluster_metrics;
         o.leader = self.leader_elect.then(|| LeaderSettings {
-            namespace: (self.lease_namespace.clone())
-                .or_else(|| self.pod_namespace.clone())
-                .unwrap_or_else(|| "default".into()),
+            namespace: self.lease_namespace(),
             name: self.lease_name.clone(),
-            identity: (self.identity.clone())
-                .or_else(|| self.pod_name.clone())
-                .unwrap_or_else(default_identity),
+            identity: self.identity(),
             duration: Duration::from_secs(self.lease_duration_seconds),
             pod: self.pod_namespace.clone().zip(self.pod_name.clone()),
+        });
+        o.shards = self.shards.map(|shards| ShardSettings {
+            namespace: self.lease_namespace(),
+            identity: self.identity(),
+            shards,
+            duration: Duration::from_secs(self.lease_duration_seconds),
+            url: self.shard_url.clone(),
         });
         o.decisions.brake = BrakeSettings {
             threshold: self.partition_threshold,
@@ -279,6 +300,37 @@ impl ServeArgs {
             .unwrap_or_else(|| crate::enrolment::DEFAULT_NAMESPACE.into());
         o
     }
+}
+
+impl ServeArgs {
+    /// The namespace of the leader and shard Leases.
+    fn lease_namespace(&self) -> String {
+        (self.lease_namespace.clone())
+            .or_else(|| self.pod_namespace.clone())
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// This replica's identity on its Leases.
+    fn identity(&self) -> String {
+        (self.identity.clone())
+            .or_else(|| self.pod_name.clone())
+            .unwrap_or_else(default_identity)
+    }
+}
+
+/// An absolute `http(s)://` URL with a host and no query, as agents are sent to it.
+fn parse_shard_url(s: &str) -> Result<String, String> {
+    let fix = "give the URL agents reach this replica at, e.g. https://hub-0.hub.example.com:8443";
+    let url = reqwest::Url::parse(s).map_err(|e| format!("{s:?} is not a URL ({e}): {fix}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "{s:?} is not an http:// or https:// URL with a host: {fix}"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{s:?} has a query or fragment: {fix}"));
+    }
+    Ok(s.trim_end_matches('/').to_owned())
 }
 
 /// The host name and process id: unique among replicas on one machine or in one cluster.
