@@ -6,6 +6,7 @@
 
 pub mod attempts;
 mod http;
+pub mod owner;
 pub mod retry;
 pub mod retry_after;
 

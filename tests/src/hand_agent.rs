@@ -4,6 +4,8 @@
 //! status, error code and `Retry-After`, so a test can assert a refusal as precisely as an
 //! acceptance.
 
+pub mod driven;
+
 use ed25519_dalek::SigningKey;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;

@@ -11,11 +11,13 @@
 //! - `kube_fleet/observe.rs`: reading what the hub wrote, its metrics, and Events.
 //! - `kube_fleet/replicas.rs`: several hub replicas with leader election behind a Service
 //!   stand-in.
+//! - `kube_fleet/shards.rs`: several hub replicas sharing the fleet through shard Leases.
 
 pub mod objects;
 pub mod observe;
 mod processes;
 mod replicas;
+mod shards;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -124,8 +126,10 @@ pub struct KubeFleet {
     pub keys: Vec<(String, ed25519_dalek::SigningKey)>,
     hub: Option<Running>,
     hub_addr: Option<SocketAddr>,
-    /// Hub replicas with leader election, by identity: address and process.
+    /// Hub replicas (with leader election, or sharded), by identity: address and process.
     replicas: BTreeMap<String, (SocketAddr, Option<Running>)>,
+    /// The shard count of sharded replicas (0: not sharded).
+    shards: u32,
     /// The admin listener (read API, `/metrics`) of the single hub (`hub`) and of each
     /// replica, by identity.
     admin_addrs: BTreeMap<String, SocketAddr>,
@@ -190,6 +194,7 @@ impl KubeFleet {
             hub: None,
             hub_addr: None,
             replicas: BTreeMap::new(),
+            shards: 0,
             admin_addrs: BTreeMap::new(),
             service: None,
             http,

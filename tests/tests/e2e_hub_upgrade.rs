@@ -20,11 +20,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, Status};
+use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
 use fleetpulse_common::protocol::report::ClusterId;
 use fleetpulse_tests::fleet::SimCluster;
 use fleetpulse_tests::hand_agent::HandAgent;
-use fleetpulse_tests::kube_fleet::{FleetSpec, KubeFleet, NAMESPACE};
+use fleetpulse_tests::kube_fleet::{FleetSpec, KubeFleet, NAMESPACE, observe};
 use fleetpulse_tests::wait;
 
 const AGENTS: usize = 50;
@@ -90,33 +90,6 @@ async fn answered(response: reqwest::Response) -> (u16, String, u64) {
     )
 }
 
-/// Every member's `Healthy` and `Reachable` last transition times and the set's status.
-async fn verdicts(fleet: &KubeFleet) -> (BTreeMap<String, String>, String) {
-    let mut out = BTreeMap::new();
-    for m in &fleet.members {
-        let status = (fleet.member_cluster(&m.name).await).and_then(|mc| mc.status);
-        let conditions = status.map(|s| s.conditions).unwrap_or_default();
-        let mut seen = String::new();
-        for type_ in [REACHABLE, HEALTHY] {
-            if let Some(c) = condition::find(&conditions, type_) {
-                seen += &format!("{type_}={} since {:?}; ", c.status, c.last_transition_time);
-            }
-        }
-        out.insert(m.name.clone(), seen);
-    }
-    let set = fleet.cluster_set().await.and_then(|cs| cs.status);
-    let set = set.map(|s| format!("{:?} {:?}", s.selected_cluster_refs, s.last_failover_time));
-    (out, set.unwrap_or_default())
-}
-
-/// The members whose verdicts changed between `before` and `after` (none of `dead`).
-fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
-    (before.iter())
-        .filter(|(name, seen)| after.get(*name) != Some(seen))
-        .map(|(name, seen)| format!("{name}: {seen} -> {:?}", after.get(name)))
-        .collect()
-}
-
 /// Waits until `more` heartbeats more than now were accepted.
 async fn wait_accepted(tally: &Tally, more: u64) -> anyhow::Result<()> {
     let target = tally.accepted.load(Ordering::Relaxed) + more;
@@ -179,7 +152,7 @@ async fn leader_changes_cost_no_refusal_no_false_verdict_and_a_death_meanwhile_i
     let mut handovers = Vec::new();
 
     // 1. A rolling upgrade: the leader stops, the standby leads, a new standby starts.
-    let (before, set_before) = verdicts(&fleet).await;
+    let (before, set_before) = fleet.verdicts().await;
     let refused_before = tally.refused.load(Ordering::Relaxed);
     assert!(fleet.stop_replica("hub-a")?, "the leader stops cleanly");
     let exited = ms();
@@ -189,13 +162,13 @@ async fn leader_changes_cost_no_refusal_no_false_verdict_and_a_death_meanwhile_i
     fleet.start_replica("hub-a").await?;
     // A few intervals under the new leader, then read what it decided.
     wait_accepted(&tally, AGENTS as u64 * 5).await?;
-    let (after, set_after) = verdicts(&fleet).await;
+    let (after, set_after) = fleet.verdicts().await;
     let refused = tally.refused.load(Ordering::Relaxed) - refused_before;
-    let false_verdicts = changed(&before, &after);
+    let false_verdicts = observe::changed(&before, &after);
     let set_changes = u64::from(set_before != set_after);
 
     // 2. The leader crashes: the standby takes over once the Lease expires.
-    let (before, set_before) = verdicts(&fleet).await;
+    let (before, set_before) = fleet.verdicts().await;
     let refused_before = tally.refused.load(Ordering::Relaxed);
     fleet.kill_replica("hub-b")?;
     let killed = ms();
@@ -205,9 +178,9 @@ async fn leader_changes_cost_no_refusal_no_false_verdict_and_a_death_meanwhile_i
     handovers.push(first_accepted_after(&tally, ms()).await? - killed);
     fleet.start_replica("hub-b").await?;
     wait_accepted(&tally, AGENTS as u64 * 5).await?;
-    let (after, set_after) = verdicts(&fleet).await;
+    let (after, set_after) = fleet.verdicts().await;
     let crash_refused = tally.refused.load(Ordering::Relaxed) - refused_before;
-    let crash_false = changed(&before, &after);
+    let crash_false = observe::changed(&before, &after);
     let crash_set_changes = u64::from(set_before != set_after);
 
     // 3. The leader crashes and a cluster dies while no hub leads.

@@ -4,8 +4,9 @@
 //! balance the shards and never own one shard at once; one lost replica's shards move
 //! to the others within the lease duration; a replica added back gets its share; and a
 //! replica whose renewals the API server refuses stops acting on its shards before their
-//! Leases expire for anyone else. Then the hub state by shard ([`state`]), and in-process
-//! hubs with agents and a set while shards move ([`in_process`]).
+//! Leases expire for anyone else. Then the hub state by shard ([`state`]), in-process
+//! hubs with agents and a set while shards move ([`in_process`]), and the real hub
+//! binaries with agents while a replica is killed and started again ([`binaries`]).
 //!
 //! Prints, with `--nocapture`, the times above, the Lease writes at balance, and
 //! `shards in-process: replicas=3 shards=S clusters=N moved_in_s=M false_verdicts=F
@@ -18,6 +19,10 @@ mod state;
 /// Three in-process hubs, agents through a Service stand-in, a replica leaving and joining.
 #[path = "e2e_shards/in_process.rs"]
 mod in_process;
+
+/// Three real hub binaries, forty agents, a replica killed and started again.
+#[path = "e2e_shards/binaries.rs"]
+mod binaries;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -6,6 +6,10 @@
 //! replaced by a new one: a kept connection whose path died without a reset (a NAT entry
 //! dropped, a load balancer failed over) would otherwise carry, and lose, every later
 //! request until the kernel gave up on it, many minutes later.
+//!
+//! A cluster's heartbeats and config pulls go to the hub replica that owns its shard
+//! when replicas share the fleet: a redirect to it is followed once and its address kept
+//! until it refuses ([`super::owner`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -15,12 +19,13 @@ use fleetpulse_common::enrol::message::{RotateAnswer, RotationRequest};
 use fleetpulse_common::protocol::errors::ErrorBody;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId, HeartbeatAnswer};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, config_path, heartbeat_path};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder};
 use rustls::{ClientConfig, RootCertStore};
 use serde::de::DeserializeOwned;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
+use super::owner::{Owner, owner_of};
 use super::{HubClient, HubError, retry_after};
 use crate::Url;
 use crate::error::AgentError;
@@ -41,8 +46,18 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 pub struct HttpHubClient {
     lanes: Arc<Lanes>,
     hub: Url,
+    /// The replica owning this cluster's shard, as a redirect last named it.
+    owner: Arc<Owner>,
+    heartbeat_path: String,
+    config_path: String,
     heartbeat_url: Url,
     config_url: Url,
+}
+
+/// A failed exchange, with the `Location` of a `307`/`308` answer.
+struct Failed {
+    error: HubError,
+    location: Option<String>,
 }
 
 /// How every pool is built, and the two pools.
@@ -106,9 +121,12 @@ impl Lanes {
         timeout: Duration,
         url: &Url,
         expected: &'static str,
-    ) -> Result<(u16, T), HubError> {
+    ) -> Result<(u16, T), Failed> {
         let result = exchange_with_status(request(&lane.client()), timeout, url, expected).await;
-        if let Err(HubError::Unreachable { source, .. }) = &result
+        if let Err(Failed {
+            error: HubError::Unreachable { source, .. },
+            ..
+        }) = &result
             && source
                 .downcast_ref::<reqwest::Error>()
                 .is_some_and(reqwest::Error::is_timeout)
@@ -130,7 +148,8 @@ impl Lanes {
 impl HttpHubClient {
     /// A client for `cluster` on the hub at `hub`, verifying the hub against `hub_ca_pem`
     /// (only those roots) or the system roots. Refuses `http://` unless
-    /// `allow_insecure_http`. Redirects are not followed.
+    /// `allow_insecure_http`. A redirect to the replica owning the cluster's shard is
+    /// followed (same scheme, same path) and kept; no other redirect is.
     pub fn new(
         hub: &Url,
         cluster: &ClusterId,
@@ -163,6 +182,8 @@ impl HttpHubClient {
             hub: hub.clone(),
         };
         let (primary, spare) = (settings.build()?, settings.build()?);
+        let heartbeat_path = heartbeat_path(&cluster.namespace, &cluster.name);
+        let config_path = config_path(&cluster.namespace, &cluster.name);
         Ok(Self {
             lanes: Arc::new(Lanes {
                 settings,
@@ -170,8 +191,11 @@ impl HttpHubClient {
                 spare: Lane(Mutex::new(spare)),
             }),
             hub: hub.clone(),
-            heartbeat_url: endpoint(hub, &heartbeat_path(&cluster.namespace, &cluster.name)),
-            config_url: endpoint(hub, &config_path(&cluster.namespace, &cluster.name)),
+            owner: Arc::default(),
+            heartbeat_url: endpoint(hub, &heartbeat_path),
+            config_url: endpoint(hub, &config_path),
+            heartbeat_path,
+            config_path,
         })
     }
 
@@ -205,6 +229,62 @@ impl HttpHubClient {
         lanes
             .exchange(&lanes.primary, request, timeout, &url, "enrolment answer")
             .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// Sends a request for this cluster's `path` to the owner of its shard if one is
+    /// cached, else to the configured hub; follows one redirect to the owner it names
+    /// (and caches it), and drops a cached owner that refuses (unreachable, a transient
+    /// refusal, or a redirect of its own).
+    async fn to_owner<T: DeserializeOwned>(
+        &self,
+        lane: &Lane,
+        path: &str,
+        request: impl Fn(&Client, Url) -> RequestBuilder,
+        timeout: Duration,
+        expected: &'static str,
+    ) -> Result<T, HubError> {
+        let cached = self.owner.get();
+        let url = endpoint(cached.as_ref().unwrap_or(&self.hub), path);
+        let request = &request;
+        let send = |url: Url| async move {
+            let attempt = |c: &Client| request(c, url.clone());
+            self.lanes
+                .exchange(lane, attempt, timeout, &url, expected)
+                .await
+        };
+        let failed = match send(url).await {
+            Ok((_, answer)) => return Ok(answer),
+            Err(failed) => failed,
+        };
+        if let Some(cached) = &cached
+            && (failed.error.is_transient() || failed.location.is_some())
+        {
+            debug!(owner = %cached, error = %failed.error, "the hub replica this cluster was sent to refused; back to the configured hub");
+            self.owner.forget(cached);
+        }
+        let Some(location) = failed.location else {
+            return Err(failed.error);
+        };
+        let owner = match owner_of(&location, &self.hub, path) {
+            Ok(owner) if Some(&owner) != cached.as_ref() => owner,
+            Ok(_) => return Err(failed.error),
+            Err(why) => {
+                warn!(hub = %self.hub, error = %why, "not following the hub's redirect");
+                return Err(failed.error);
+            }
+        };
+        info!(%owner, "a hub replica sent this cluster to the replica owning its shard; sending there from now on");
+        self.owner.set(owner.clone());
+        match send(endpoint(&owner, path)).await {
+            Ok((_, answer)) => Ok(answer),
+            Err(failed) => {
+                if failed.error.is_transient() || failed.location.is_some() {
+                    self.owner.forget(&owner);
+                }
+                Err(failed.error)
+            }
+        }
     }
 
     /// POSTs a heartbeat over `lane`.
@@ -214,25 +294,23 @@ impl HttpHubClient {
         jws: String,
         timeout: Duration,
     ) -> Result<HeartbeatAnswer, HubError> {
-        let request = |c: &Client| {
-            c.post(self.heartbeat_url.clone())
+        let request = |c: &Client, url: Url| {
+            c.post(url)
                 .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
                 .header(ACCEPT, "application/json")
-                .body(jws)
+                .body(jws.clone())
         };
-        let url = &self.heartbeat_url;
-        self.lanes
-            .exchange(lane, request, timeout, url, "heartbeat answer")
+        let path = &self.heartbeat_path;
+        self.to_owner(lane, path, request, timeout, "heartbeat answer")
             .await
-            .map(|(_, answer)| answer)
     }
 
-    /// The URL heartbeats are POSTed to.
+    /// The URL heartbeats are POSTed to (on the configured hub).
     pub fn heartbeat_url(&self) -> &Url {
         &self.heartbeat_url
     }
 
-    /// The URL the config is pulled from.
+    /// The URL the config is pulled from (on the configured hub).
     pub fn config_url(&self) -> &Url {
         &self.config_url
     }
@@ -260,16 +338,14 @@ impl HubClient for HttpHubClient {
         request_jws: String,
         timeout: Duration,
     ) -> Result<AgentConfig, HubError> {
-        let request = |c: &Client| {
-            c.get(self.config_url.clone())
+        let request = |c: &Client, url: Url| {
+            c.get(url)
                 .header(AUTHORIZATION, format!("{AUTH_SCHEME} {request_jws}"))
                 .header(ACCEPT, "application/json")
         };
-        let (lanes, url) = (&self.lanes, &self.config_url);
-        lanes
-            .exchange(&lanes.primary, request, timeout, url, "cluster config")
+        let (lane, path) = (&self.lanes.primary, &self.config_path);
+        self.to_owner(lane, path, request, timeout, "cluster config")
             .await
-            .map(|(_, config)| config)
     }
 
     async fn rotate_key(
@@ -284,43 +360,53 @@ impl HubClient for HttpHubClient {
 }
 
 /// Sends `request` and decodes a success body as `T` (with the success status), or sorts
-/// the failure (keeping the wait a `Retry-After` asks for).
+/// the failure (keeping the wait a `Retry-After` asks for, and a redirect's `Location`).
 async fn exchange_with_status<T: DeserializeOwned>(
     request: RequestBuilder,
     timeout: Duration,
     url: &Url,
     expected: &'static str,
-) -> Result<(u16, T), HubError> {
-    let unreachable = |source: reqwest::Error| HubError::Unreachable {
-        url: url.to_string(),
-        source: Box::new(source.without_url()),
+) -> Result<(u16, T), Failed> {
+    let unreachable = |source: reqwest::Error| Failed {
+        error: HubError::Unreachable {
+            url: url.to_string(),
+            source: Box::new(source.without_url()),
+        },
+        location: None,
     };
     let response = request.timeout(timeout).send().await.map_err(unreachable)?;
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| retry_after::parse(value, SystemTime::now()));
+    let header = |name| {
+        (response.headers().get(name))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = header(RETRY_AFTER).and_then(|v| retry_after::parse(&v, SystemTime::now()));
+    let location = matches!(status.as_u16(), 307 | 308)
+        .then(|| header(LOCATION))
+        .flatten();
     let body = response.bytes().await.map_err(unreachable)?;
     if status.is_success() {
         return serde_json::from_slice(&body)
             .map(|t| (status.as_u16(), t))
-            .map_err(|source| HubError::BadAnswer {
-                url: url.to_string(),
-                expected,
-                source,
+            .map_err(|source| Failed {
+                error: HubError::BadAnswer {
+                    url: url.to_string(),
+                    expected,
+                    source,
+                },
+                location: None,
             });
     }
     let status = status.as_u16();
-    match serde_json::from_slice::<ErrorBody>(&body) {
-        Ok(body) => Err(HubError::Rejected {
+    let error = match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(body) => HubError::Rejected {
             url: url.to_string(),
             status,
             body,
             retry_after,
-        }),
-        Err(_) => Err(HubError::Status {
+        },
+        Err(_) => HubError::Status {
             url: url.to_string(),
             status,
             body: String::from_utf8_lossy(&body)
@@ -328,8 +414,9 @@ async fn exchange_with_status<T: DeserializeOwned>(
                 .take(MAX_ERROR_BODY_CHARS)
                 .collect(),
             retry_after,
-        }),
-    }
+        },
+    };
+    Err(Failed { error, location })
 }
 
 fn is_loopback(url: &Url) -> bool {

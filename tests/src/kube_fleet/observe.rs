@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 
-use fleetpulse_common::api::condition::{self, Status};
+use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, Status};
 use fleetpulse_common::api::{ClusterSet, MemberCluster};
 
 use super::{CLUSTER_SET, KubeFleet, NAMESPACE};
@@ -17,6 +17,17 @@ use crate::wait;
 
 /// Management API writes by (resource or `resource/subresource`, verb).
 pub type Writes = BTreeMap<(String, String), u64>;
+
+/// Each member's verdicts as written (see [`KubeFleet::verdicts`]), by name.
+pub type Verdicts = BTreeMap<String, String>;
+
+/// The members whose verdicts differ between `before` and `after`, with both readings.
+pub fn changed(before: &Verdicts, after: &Verdicts) -> Vec<String> {
+    (before.iter())
+        .filter(|(name, seen)| after.get(*name) != Some(seen))
+        .map(|(name, seen)| format!("{name}: {seen} -> {:?}", after.get(name)))
+        .collect()
+}
 
 impl KubeFleet {
     /// MemberCluster `name` as stored on the management cluster.
@@ -77,6 +88,27 @@ impl KubeFleet {
             .get(CLUSTER_SET)
             .await
             .ok()
+    }
+
+    /// Every member's `Reachable` and `Healthy` status and last transition time, and the
+    /// ClusterSet's selection and last failover time: what a hub hand-over must leave as
+    /// it found them.
+    pub async fn verdicts(&self) -> (Verdicts, String) {
+        let mut out = BTreeMap::new();
+        for m in &self.members {
+            let status = (self.member_cluster(&m.name).await).and_then(|mc| mc.status);
+            let conditions = status.map(|s| s.conditions).unwrap_or_default();
+            let mut seen = String::new();
+            for type_ in [REACHABLE, HEALTHY] {
+                if let Some(c) = condition::find(&conditions, type_) {
+                    seen += &format!("{type_}={} since {:?}; ", c.status, c.last_transition_time);
+                }
+            }
+            out.insert(m.name.clone(), seen);
+        }
+        let set = self.cluster_set().await.and_then(|cs| cs.status);
+        let set = set.map(|s| format!("{:?} {:?}", s.selected_cluster_refs, s.last_failover_time));
+        (out, set.unwrap_or_default())
     }
 
     /// Names of the clusters the ClusterSet's status selects.

@@ -1,0 +1,175 @@
+//! The real hub binaries sharing the fleet: three `fleetpulse-hub serve --kube --shards`
+//! replicas on one management simulator behind a Service stand-in, and forty agents (the
+//! agent's own hub client, following redirects to the owner of their shard) at a
+//! one-second interval. The shards balance; one replica is killed (SIGKILL: no release,
+//! no last flush) and its shards move to the others within the lease duration; it is
+//! started again and gets its share back. No cluster changes condition and the set
+//! (spanning every shard) does not move.
+//!
+//! Prints `shards: replicas=3 shards=S moved=M false_verdicts=F set_changes=C
+//! max_unowned_s=U` (`moved`: shard moves over the run, `max_unowned_s`: from the kill to
+//! the last of its shards held by another replica).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use fleetpulse_agent::Url;
+use fleetpulse_agent::hub_client::HttpHubClient;
+use fleetpulse_common::api::condition::{HEALTHY, Status};
+use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_tests::fleet::SimCluster;
+use fleetpulse_tests::hand_agent::HandAgent;
+use fleetpulse_tests::hand_agent::driven::{Tally, drive};
+use fleetpulse_tests::kube_fleet::{FleetSpec, KubeFleet, NAMESPACE, observe};
+use fleetpulse_tests::wait;
+
+const AGENTS: usize = 40;
+const SHARDS: u32 = 12;
+const GRACE_SECS: u32 = 6;
+/// The replicas' lease (`kube_fleet`'s, for every replica it runs).
+const LEASE: Duration = Duration::from_secs(3);
+const REPLICAS: [&str; 3] = ["hub-a", "hub-b", "hub-c"];
+
+/// Waits until the live replicas `live` hold every shard, each `SHARDS / n` or one more;
+/// returns the holders.
+async fn balanced(fleet: &KubeFleet, live: &[&str]) -> anyhow::Result<BTreeMap<u32, String>> {
+    let n = live.len() as u32;
+    let what = format!("{SHARDS} shards balanced over {live:?}");
+    let probe = || async {
+        let holders = fleet.shard_holders().await.ok()?;
+        let count = |id: &str| holders.values().filter(|h| *h == id).count() as u32;
+        let even = live
+            .iter()
+            .all(|id| (SHARDS / n..=SHARDS.div_ceil(n)).contains(&count(id)));
+        (holders.len() as u32 == SHARDS && even).then_some(holders)
+    };
+    Ok(wait::until_some(&what, Duration::from_secs(60), probe)
+        .await?
+        .0)
+}
+
+/// Shards whose holder differs between two readings.
+fn moves(before: &BTreeMap<u32, String>, after: &BTreeMap<u32, String>) -> usize {
+    (0..SHARDS)
+        .filter(|k| before.get(k) != after.get(k))
+        .count()
+}
+
+/// Waits until `more` heartbeats more than now were accepted.
+async fn accepted_more(tally: &Tally, more: u64) -> anyhow::Result<()> {
+    let target = tally.accepted() + more;
+    let what = format!("{more} more heartbeats accepted");
+    let probe = || async { (tally.accepted() >= target).then_some(()) };
+    wait::until_some(&what, Duration::from_secs(60), probe).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_verdict()
+-> anyhow::Result<()> {
+    let spec = FleetSpec {
+        members: AGENTS,
+        grace_secs: GRACE_SECS,
+        hub_args: vec![
+            "--status-refresh-seconds".into(),
+            "0".into(),
+            "--seq-flush-seconds".into(),
+            "2".into(),
+        ],
+        ..FleetSpec::default()
+    };
+    let mut fleet = KubeFleet::prepare(spec).await?;
+    fleet.start_sharded(&REPLICAS, SHARDS).await?;
+    let hub = Url::parse(&fleet.hub_url()?)?;
+    let ca = std::fs::read(&fleet.pki.ca_cert)?;
+    let t0 = Instant::now();
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    for (name, key) in &fleet.keys {
+        let id = ClusterId::new(NAMESPACE, name);
+        let client = HttpHubClient::new(&hub, &id, Some(&ca), false)?;
+        let cluster = SimCluster {
+            id,
+            key: key.clone(),
+        };
+        let agent = HandAgent::new(fleet.agent_http(), hub.as_str(), &cluster);
+        let interval = Duration::from_secs(1);
+        tokio::spawn(drive(
+            agent,
+            client,
+            interval,
+            tally.clone(),
+            stop.clone(),
+            t0,
+        ));
+    }
+    let at_start = balanced(&fleet, &REPLICAS).await?;
+    fleet
+        .wait_all(HEALTHY, Status::True, Duration::from_secs(60))
+        .await?;
+    fleet
+        .wait_selected("a selected cluster", Duration::from_secs(30), |_| true)
+        .await?;
+    accepted_more(&tally, AGENTS as u64 * 3).await?;
+    let mut moved = 0;
+
+    // 1. A replica crashes: its shards move once their Leases expire.
+    let (before, set_before) = fleet.verdicts().await;
+    let victim = REPLICAS[1];
+    let lost: Vec<u32> = (at_start.iter())
+        .filter(|(_, h)| *h == victim)
+        .map(|(k, _)| *k)
+        .collect();
+    fleet.kill_replica(victim)?;
+    let killed = Instant::now();
+    let survivors = [REPLICAS[0], REPLICAS[2]];
+    let after_kill = balanced(&fleet, &survivors).await?;
+    let max_unowned = killed.elapsed();
+    moved += moves(&at_start, &after_kill);
+    assert!(
+        lost.iter().all(|k| after_kill[k] != victim),
+        "every shard of the killed replica moved: {after_kill:?}"
+    );
+    accepted_more(&tally, AGENTS as u64 * 5).await?;
+    let (after, set_after) = fleet.verdicts().await;
+    let mut false_verdicts = observe::changed(&before, &after);
+    let mut set_changes = u64::from(set_before != set_after);
+
+    // 2. It starts again (a new process on its former address) and gets its share back.
+    let (before, set_before) = fleet.verdicts().await;
+    fleet.start_shard_replica(victim).await?;
+    let rejoined = balanced(&fleet, &REPLICAS).await?;
+    moved += moves(&after_kill, &rejoined);
+    accepted_more(&tally, AGENTS as u64 * 5).await?;
+    let (after, set_after) = fleet.verdicts().await;
+    false_verdicts.extend(observe::changed(&before, &after));
+    set_changes += u64::from(set_before != set_after);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    println!(
+        "shards: replicas={} shards={SHARDS} moved={moved} false_verdicts={} set_changes={set_changes} \
+         max_unowned_s={:.1}",
+        REPLICAS.len(),
+        false_verdicts.len(),
+        max_unowned.as_secs_f64(),
+    );
+    println!(
+        "shards: agents={AGENTS} accepted={} refused={} retried={} (retried: no owner yet, or the killed replica's address)",
+        tally.accepted(),
+        tally.refused(),
+        tally.retried()
+    );
+    assert!(
+        false_verdicts.is_empty(),
+        "a shard move changes no verdict: {false_verdicts:?}"
+    );
+    assert_eq!(set_changes, 0, "a shard move moves no set");
+    assert_eq!(tally.refused(), 0, "no heartbeat is refused for good");
+    assert!(
+        max_unowned <= LEASE * 2,
+        "the killed replica's shards moved within the lease and a round: {max_unowned:?}"
+    );
+    Ok(())
+}
