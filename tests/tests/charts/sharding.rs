@@ -567,6 +567,20 @@ async fn sharded_replicas_calls_stay_within_the_rendered_rbac_and_use_all_of_the
     })
     .await
     .expect("two replicas balance the shards, half each");
+    // At balance nothing moves: some of the clusters are the second replica's, so some
+    // heartbeats below reach it only through the first one's redirect.
+    let params = ListParams::default().labels("fleetpulse.io/shard-lease=true");
+    let owner: BTreeMap<String, String> = (leases.list(&params).await.unwrap().items)
+        .into_iter()
+        .filter_map(|l| Some((l.metadata.name?, l.spec?.holder_identity?)))
+        .collect();
+    let owners: BTreeSet<&str> = (NAMES.iter())
+        .map(|n| {
+            let k = fleetpulse_hub::ids::shard_of(&ClusterId::new("fleet", *n), SHARDS);
+            owner[&format!("fleetpulse-shard-{k}")].as_str()
+        })
+        .collect();
+    assert_eq!(owners, BTreeSet::from(PODS), "both replicas own clusters");
 
     // Every agent reaches the first replica (as through the shared Service) and follows
     // its redirect when the second owns the cluster's shard.
