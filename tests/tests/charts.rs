@@ -5,7 +5,8 @@
 //!
 //! - `helm lint --strict` passes for every value set, and every rendering (defaults, and
 //!   each `ci/*-values.yaml`: cert-manager TLS, ingress, ServiceMonitor, 2 replicas,
-//!   LoadBalancer, existing key Secret, proxy, hub CA, checks namespace) validates with
+//!   LoadBalancer, replicas sharing the fleet, existing key Secret, proxy, hub CA, checks
+//!   namespace) validates with
 //!   `kubernetes-validate --strict` against the oldest and the newest Kubernetes;
 //! - invalid values (wrong type, unknown key, replicas 0, plain-http hub URL, ...) are
 //!   refused by helm with a message naming the value;
@@ -25,6 +26,10 @@
 //!   URLs, and default images equal to what `scripts/build-images.sh` tags;
 //! - (`charts/mirrors.rs`) RBAC on exactly the enabled mirror kinds, the mirror defaults
 //!   as `--mirror-default` flags;
+//! - (`charts/sharding.rs`) replicas sharing the fleet: a StatefulSet with the shard
+//!   flags, a DNS name per replica, RBAC naming exactly the shard Leases and state objects
+//!   (and allowing every call two sharded replicas make against a recording API server);
+//!   sharding off renders as before;
 //! - (`charts/live.rs`) the RBAC rules allow every call the real hub and agent make against
 //!   a recording Kubernetes API server (with every feature on, mirrors included), and
 //!   neither is granted anything it does not use.
@@ -43,6 +48,8 @@ mod operations;
 mod rbac;
 #[path = "charts/security.rs"]
 mod security;
+#[path = "charts/sharding.rs"]
+mod sharding;
 #[path = "charts/tools.rs"]
 mod tools;
 #[path = "charts/values.rs"]

@@ -67,6 +67,42 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The headless Service giving each replica sharing the fleet a DNS name. */}}
+{{- define "fleetpulse-hub.replicasServiceName" -}}
+{{- printf "%s-replicas" (include "fleetpulse-hub.fullname" . | trunc 54 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The URL each replica sharing the fleet gives agents of its shards (--shard-url), with
+$(POD_NAME) for Kubernetes to expand: sharding.replicaUrl, else the replica's name under
+the headless Service.
+*/}}
+{{- define "fleetpulse-hub.replicaUrl" -}}
+{{- if .Values.sharding.replicaUrl }}
+{{- .Values.sharding.replicaUrl | trimSuffix "/" }}
+{{- else }}
+{{- printf "https://$(POD_NAME).%s.%s.svc:%d" (include "fleetpulse-hub.replicasServiceName" .) .Release.Namespace (int .Values.containerPort) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The host names of the replicas sharing the fleet: each replica's URL with its Pod name
+(<fullname>-0 .. <fullname>-(replicas-1)), and its name under the headless Service. A
+JSON list.
+*/}}
+{{- define "fleetpulse-hub.replicaDnsNames" -}}
+{{- $names := list }}
+{{- $svc := include "fleetpulse-hub.replicasServiceName" . }}
+{{- range $i := until (int .Values.replicas) }}
+{{- $pod := printf "%s-%d" (include "fleetpulse-hub.fullname" $) $i }}
+{{- $url := replace "$(POD_NAME)" $pod (include "fleetpulse-hub.replicaUrl" $) }}
+{{- $names = append $names (index (splitList ":" (urlParse $url).host) 0) }}
+{{- $names = append $names (printf "%s.%s.%s.svc" $pod $svc $.Release.Namespace) }}
+{{- $names = append $names (printf "%s.%s.%s.svc.cluster.local" $pod $svc $.Release.Namespace) }}
+{{- end }}
+{{- $names | uniq | toJson }}
+{{- end }}
+
 {{/* Cross-field checks the schema cannot express with a clear message. */}}
 {{- define "fleetpulse-hub.validate" -}}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
@@ -85,6 +121,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $kind := index (splitList ":" $default) 0 }}
 {{- if not (has $kind $.Values.mirrors.kinds) }}
 {{- fail (printf "mirrors.defaults[%d] mirrors onto %s, which mirrors.kinds does not enable: add %s to mirrors.kinds" $i $kind $kind) }}
+{{- end }}
+{{- end }}
+{{- if .Values.sharding.enabled }}
+{{- if gt (int .Values.replicas) (int .Values.sharding.shards) }}
+{{- fail (printf "replicas (%d) is more than sharding.shards (%d): a replica beyond the shard count would own nothing; lower replicas or raise sharding.shards" (int .Values.replicas) (int .Values.sharding.shards)) }}
+{{- end }}
+{{- if gt (len (include "fleetpulse-hub.fullname" .)) 52 }}
+{{- fail (printf "the release's full name %q is longer than 52 characters, too long for a StatefulSet's Pod names (sharding.enabled): set fullnameOverride" (include "fleetpulse-hub.fullname" .)) }}
 {{- end }}
 {{- end }}
 {{- range $i, $rule := .Values.rbac.hubReads }}

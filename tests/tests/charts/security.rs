@@ -157,10 +157,13 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                 argocd || enrolment || !r.resources.iter().any(|x| x.starts_with("secrets")),
                 "{name}: {r:?}"
             );
-            // The hub state: ConfigMaps of the hub's own namespace.
+            // The hub state: ConfigMaps of the hub's own namespace (replicas sharing the
+            // fleet also get their shards' objects, and delete none).
             let state = g.namespace.as_deref() == Some(NAMESPACE)
                 && r.resources == ["configmaps"]
-                && r.verbs == ["list", "create", "patch", "delete"];
+                && (r.verbs == ["list", "create", "patch", "delete"]
+                    || r.verbs == ["list", "create"]
+                    || r.verbs == ["get", "patch"] && !r.resource_names.is_empty());
             assert!(
                 state || !r.resources.iter().any(|x| x == "configmaps"),
                 "{name}: {r:?}"
@@ -199,8 +202,15 @@ fn hub_rbac_names_every_verb_and_resource_and_writes_only_status_labels_events_i
                     ([group], "create") if group == "authorization.k8s.io" => {
                         r.resources == ["subjectaccessreviews"]
                     }
+                    // The leader Lease, or the shard Leases of replicas sharing the fleet
+                    // (updated by name only).
                     ([group], "create" | "patch") if group == "coordination.k8s.io" => {
                         r.resources == ["leases"] && g.namespace.as_deref() == Some(NAMESPACE)
+                    }
+                    ([group], "update") if group == "coordination.k8s.io" => {
+                        r.resources == ["leases"]
+                            && g.namespace.as_deref() == Some(NAMESPACE)
+                            && !r.resource_names.is_empty()
                     }
                     // The leader label on the hub's own Pod, in its own namespace only.
                     ([group], "patch") if group.is_empty() => {
