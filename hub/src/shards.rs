@@ -16,6 +16,9 @@ pub const LEASE_LABEL: &str = "fleetpulse.io/shard-lease";
 /// The annotation on a shard Lease naming the URL its holder serves agents on, so a
 /// replica that does not own a cluster's shard can tell the agent where to go.
 pub const URL_ANNOTATION: &str = "fleetpulse.io/hub-url";
+/// Annotation a holder puts on its Leases while its partition brake freezes set
+/// reassignment (`frozen`), so the replica evaluating the sets freezes them too.
+pub const BRAKE_ANNOTATION: &str = "fleetpulse.io/brake";
 /// The default number of shards: enough for a few dozen replicas to share a fleet evenly,
 /// few enough that the Lease renewals stay a handful of writes a second.
 pub const DEFAULT_SHARDS: u32 = 32;

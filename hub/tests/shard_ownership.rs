@@ -153,3 +153,123 @@ fn a_shard_taken_over_refuses_replays_of_what_its_last_owner_accepted() {
     fleet.take_over(behind, HashMap::new(), now, wall);
     assert!(send(10).is_err(), "still at 10");
 }
+
+/// Owns every cluster; says whether another replica's brake is frozen, and keeps what
+/// this replica published of its own.
+#[derive(Default)]
+struct Braking {
+    elsewhere: std::sync::atomic::AtomicBool,
+    published: std::sync::atomic::AtomicBool,
+}
+
+impl Ownership for Braking {
+    fn term(&self, _: &ClusterId) -> Option<u64> {
+        Some(1)
+    }
+
+    fn publish_brake(&self, frozen: bool) {
+        self.published.store(frozen, Ordering::Relaxed);
+    }
+
+    fn brake_elsewhere(&self) -> bool {
+        self.elsewhere.load(Ordering::Relaxed)
+    }
+}
+
+#[test]
+fn another_replicas_brake_freezes_the_sets_here_and_this_replicas_brake_is_published() {
+    use fleetpulse_common::api::ClusterSet;
+
+    let fleet = testing::fleet_in_memory(Settings::default());
+    let braking = Arc::new(Braking::default());
+    fleet.use_ownership(braking.clone());
+    let names = ["edge-1", "edge-2", "edge-3"];
+    let clusters: Vec<_> = (names.iter())
+        .map(|n| (testing::cluster(&format!("fleet/{n}")).label("env", "prod")).grace(10))
+        .map(|c| c.build())
+        .collect();
+    let set: ClusterSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "fleetpulse.io/v1alpha1", "kind": "ClusterSet",
+        "metadata": {"name": "primary"},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "prod"}}, "maxReplicas": 1,
+                 "failover": {"tolerationSeconds": 0}}
+    }))
+    .unwrap();
+    let objects = Objects {
+        member_clusters: shared(clusters),
+        cluster_sets: shared(vec![set]),
+        ..Default::default()
+    };
+    let (t0, wall) = (Instant::now(), Timestamp::now());
+    fleet.reload(objects, t0, wall);
+    let mut seq = 0;
+    // Every second: a heartbeat of each cluster in `reporting`, then a tick.
+    let mut run = |from: u64, to: u64, reporting: &[&str]| {
+        for s in from..=to {
+            let (now, w) = (
+                t0 + Duration::from_secs(s),
+                wall + SignedDuration::from_secs(s as i64),
+            );
+            seq += 1;
+            for name in reporting {
+                let id = ClusterId::new("fleet", *name);
+                let entry = fleet.registry().cluster(&id).cloned().unwrap();
+                let generation = fleet.config(&entry).generation;
+                let report = testing::report(&id)
+                    .seq(seq)
+                    .generation(generation)
+                    .at(w)
+                    .build();
+                fleet
+                    .accept(&testing::admitted(entry, report), now, w)
+                    .unwrap();
+            }
+            fleet.tick(now, w);
+        }
+    };
+    let selected = |fleet: &Fleet| {
+        let status = fleet.cluster_sets()[0].status.clone().unwrap_or_default();
+        (status.selected_cluster_refs.iter())
+            .map(|r| r.name.clone())
+            .collect::<Vec<_>>()
+    };
+    run(0, 3, &names);
+    let first = selected(&fleet);
+    assert_eq!(first.len(), 1, "one cluster selected: {first:?}");
+    assert!(
+        !braking.published.load(Ordering::Relaxed),
+        "no brake while all report"
+    );
+
+    // Another replica's brake is frozen; the selected cluster falls silent and is judged
+    // unreachable here (one of three is no partition to this replica's own brake).
+    braking.elsewhere.store(true, Ordering::Relaxed);
+    let others: Vec<&str> = names.into_iter().filter(|n| *n != first[0]).collect();
+    run(4, 30, &others);
+    assert_eq!(
+        selected(&fleet),
+        first,
+        "frozen by the other replica's brake"
+    );
+    assert!(fleet.reassignment_frozen());
+    assert!(
+        !braking.published.load(Ordering::Relaxed),
+        "this replica's brake is released"
+    );
+
+    // The other replica's brake releases: the sets follow health again.
+    braking.elsewhere.store(false, Ordering::Relaxed);
+    run(31, 32, &others);
+    let after = selected(&fleet);
+    assert!(
+        after.len() == 1 && after != first,
+        "failed over once nothing freezes it: {first:?} -> {after:?}"
+    );
+
+    // Every cluster falls silent at once: this replica's brake engages and says so.
+    run(33, 45, &[]);
+    assert!(
+        braking.published.load(Ordering::Relaxed),
+        "this replica publishes its frozen brake"
+    );
+}

@@ -219,3 +219,49 @@ async fn a_replica_that_cannot_renew_stops_acting_on_its_shards_before_their_lea
     .expect("it acts again once its renewals land");
     a.stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicas_frozen_brake_reaches_the_others_through_its_leases_and_its_release_too() {
+    use fleetpulse_hub::fleet::Ownership;
+
+    let sim = KubeSim::new();
+    let replicas: BTreeMap<&str, Replica> = ["hub-a", "hub-b"]
+        .into_iter()
+        .map(|name| (name, replica(&sim, name)))
+        .collect();
+    balanced(&replicas, Duration::from_secs(60)).await;
+    let (a, b) = (&replicas["hub-a"].shards, &replicas["hub-b"].shards);
+    assert!(!a.frozen_elsewhere() && !b.frozen_elsewhere());
+
+    // hub-a's clusters went quiet at once: its next renewals say so, and hub-b reads it.
+    a.publish_brake(true);
+    let started = Instant::now();
+    eventually(Duration::from_secs(30), || async {
+        b.frozen_elsewhere().then_some(())
+    })
+    .await
+    .expect("hub-b sees hub-a's brake");
+    let seen = started.elapsed();
+    assert!(
+        !a.frozen_elsewhere(),
+        "a replica's own brake is not another's"
+    );
+    a.publish_brake(false);
+    eventually(Duration::from_secs(30), || async {
+        (!b.frozen_elsewhere()).then_some(())
+    })
+    .await
+    .expect("hub-b sees the release");
+    println!(
+        "shard-leases: another replica saw a frozen brake {:.1}s after it was published (a round is {:.1}s)",
+        seen.as_secs_f64(),
+        settings("hub-a").renew_every().as_secs_f64()
+    );
+    assert!(
+        seen <= settings("hub-a").renew_every() * 4,
+        "seen within a few rounds (one to write, one to read): {seen:?}"
+    );
+    for r in replicas.values() {
+        r.stop.cancel();
+    }
+}

@@ -32,4 +32,15 @@ pub trait Ownership: Send + Sync {
     /// ownership, a number (from 1) that changes each time this replica takes the shard
     /// again, so the fleet knows to give the shard's clusters a fresh grace period.
     fn term(&self, cluster: &ClusterId) -> Option<u64>;
+
+    /// Tells the other replicas whether this replica's partition brake freezes set
+    /// reassignment (its clusters went quiet at once: it may be cut off from them).
+    fn publish_brake(&self, _frozen: bool) {}
+
+    /// Whether another replica's partition brake freezes set reassignment: the replica
+    /// evaluating the sets freezes them too, so a replica cut off from its agents never
+    /// fails their sets over through the verdicts it writes.
+    fn brake_elsewhere(&self) -> bool {
+        false
+    }
 }

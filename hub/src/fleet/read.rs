@@ -35,7 +35,7 @@ impl Fleet {
 
     /// Whether the partition brake holds set reassignment (and mirror writes) now.
     pub fn reassignment_frozen(&self) -> bool {
-        self.sets.lock().decisions.brake.frozen()
+        self.sets.lock().decisions.frozen()
     }
 
     /// The clusters a tripped rollout held at the last evaluation: their sets, and their
@@ -130,12 +130,18 @@ impl Fleet {
                 "heartbeats returned; every cluster has a fresh grace period before reassignment resumes".to_owned(),
             ),
         };
+        let message = match sets.decisions.frozen_elsewhere {
+            true => format!(
+                "{message}; another hub replica's partition brake is engaged, so set reassignment is frozen here too"
+            ),
+            false => message,
+        };
         HubStatus {
             clusters: registry.cluster_count(),
             sets: registry.cluster_sets().count() + registry.sets().count(),
             partition_brake: BrakeStatus {
                 state: state.to_owned(),
-                frozen: sets.decisions.brake.frozen(),
+                frozen: sets.decisions.frozen(),
                 since: sets.brake_changed.map(Time),
                 message,
             },

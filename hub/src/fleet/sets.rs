@@ -158,6 +158,12 @@ impl Fleet {
         let mut effects = Vec::new();
         let observed = (sets.decisions).observe(samples, now, wall, &mut effects);
         let brake = sets.decisions.brake.state();
+        let ownership = self.ownership.get();
+        let elsewhere = ownership.is_some_and(|o| o.brake_elsewhere());
+        let flipped = sets.decisions.freeze_elsewhere(elsewhere);
+        if let Some(ownership) = ownership {
+            ownership.publish_brake(sets.decisions.brake.frozen());
+        }
         if !effects.is_empty() {
             sets.brake_changed = Some(wall);
         }
@@ -192,7 +198,16 @@ impl Fleet {
                 _ => {}
             }
         }
-        observed.evaluate
+        match (flipped, elsewhere) {
+            (true, true) => tracing::error!(
+                "another hub replica's partition brake is engaged (most of its clusters went quiet at once); set reassignment frozen here too"
+            ),
+            (true, false) => tracing::info!(
+                "no other hub replica's partition brake is engaged any more; set reassignment follows this replica's brake"
+            ),
+            _ => {}
+        }
+        observed.evaluate || flipped
     }
 
     /// Membership labels per cluster: every set that selects it.

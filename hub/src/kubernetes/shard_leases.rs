@@ -120,7 +120,7 @@ async fn round(
     writes.extend(plan.request.map(|k| (k, Write::Request)));
     for (k, write) in writes {
         let sent = tokio::time::Instant::now();
-        let lease = write.apply(observed.lease(k), k, settings);
+        let lease = write.apply(observed.lease(k), k, settings, shards.brake_frozen());
         let name = lease_name(k);
         let call = async {
             match observed.lease(k) {
@@ -180,7 +180,7 @@ async fn release_all(
         let Some(current) = observed.lease(k) else {
             continue;
         };
-        let lease = Write::Release.apply(Some(current), k, settings);
+        let lease = Write::Release.apply(Some(current), k, settings, false);
         let (name, params) = (lease_name(k), PostParams::default());
         let call = api.replace(&name, &params, &lease);
         match tokio::time::timeout(Duration::from_secs(2), call).await {

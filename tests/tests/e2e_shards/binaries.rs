@@ -4,7 +4,10 @@
 //! one-second interval. The shards balance; one replica is killed (SIGKILL: no release,
 //! no last flush) and its shards move to the others within the lease duration; it is
 //! started again and gets its share back. No cluster changes condition and the set
-//! (spanning every shard) does not move.
+//! (spanning every shard) does not move. Then the replica owning the selected cluster is
+//! cut off from its agents (every cluster of its shards falls silent at once, while it
+//! still reaches the API server): it judges them unreachable, and its partition brake,
+//! published on its Leases, keeps the set where it is until they return.
 //!
 //! Prints `shards: replicas=3 shards=S moved=M false_verdicts=F set_changes=C
 //! max_unowned_s=U` (`moved`: shard moves over the run, `max_unowned_s`: from the kill to
@@ -12,13 +15,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fleetpulse_agent::Url;
 use fleetpulse_agent::hub_client::HttpHubClient;
-use fleetpulse_common::api::condition::{HEALTHY, Status};
+use fleetpulse_common::api::condition::{HEALTHY, REACHABLE, Status};
 use fleetpulse_common::protocol::report::ClusterId;
+use fleetpulse_hub::ids::shard_of;
 use fleetpulse_tests::fleet::SimCluster;
 use fleetpulse_tests::hand_agent::HandAgent;
 use fleetpulse_tests::hand_agent::driven::{Tally, drive};
@@ -27,7 +31,7 @@ use fleetpulse_tests::wait;
 
 const AGENTS: usize = 40;
 const SHARDS: u32 = 12;
-const GRACE_SECS: u32 = 6;
+const GRACE_SECS: u32 = 10;
 /// The replicas' lease (`kube_fleet`'s, for every replica it runs).
 const LEASE: Duration = Duration::from_secs(3);
 const REPLICAS: [&str; 3] = ["hub-a", "hub-b", "hub-c"];
@@ -66,6 +70,40 @@ async fn accepted_more(tally: &Tally, more: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The agents, each driven until its flag is set.
+struct Agents {
+    hub: Url,
+    ca: Vec<u8>,
+    tally: Arc<Tally>,
+    t0: Instant,
+    stops: BTreeMap<String, Arc<AtomicBool>>,
+}
+
+impl Agents {
+    /// Starts (or starts again, as a new process would: a new boot) the agent of `name`.
+    fn start(&mut self, fleet: &KubeFleet, name: &str) -> anyhow::Result<()> {
+        let key = (fleet.keys.iter().find(|(n, _)| n == name))
+            .map(|(_, key)| key.clone())
+            .ok_or_else(|| anyhow::anyhow!("no key for {name}"))?;
+        let id = ClusterId::new(NAMESPACE, name);
+        let client = HttpHubClient::new(&self.hub, &id, Some(&self.ca), false)?;
+        let agent = HandAgent::new(
+            fleet.agent_http(),
+            self.hub.as_str(),
+            &SimCluster { id, key },
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tally, interval) = (self.tally.clone(), Duration::from_secs(1));
+        tokio::spawn(drive(agent, client, interval, tally, stop.clone(), self.t0));
+        self.stops.insert(name.to_owned(), stop);
+        Ok(())
+    }
+
+    fn stop(&self, name: &str) {
+        self.stops[name].store(true, Ordering::Relaxed);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_verdict()
 -> anyhow::Result<()> {
@@ -82,28 +120,17 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     };
     let mut fleet = KubeFleet::prepare(spec).await?;
     fleet.start_sharded(&REPLICAS, SHARDS).await?;
-    let hub = Url::parse(&fleet.hub_url()?)?;
-    let ca = std::fs::read(&fleet.pki.ca_cert)?;
-    let t0 = Instant::now();
     let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    for (name, key) in &fleet.keys {
-        let id = ClusterId::new(NAMESPACE, name);
-        let client = HttpHubClient::new(&hub, &id, Some(&ca), false)?;
-        let cluster = SimCluster {
-            id,
-            key: key.clone(),
-        };
-        let agent = HandAgent::new(fleet.agent_http(), hub.as_str(), &cluster);
-        let interval = Duration::from_secs(1);
-        tokio::spawn(drive(
-            agent,
-            client,
-            interval,
-            tally.clone(),
-            stop.clone(),
-            t0,
-        ));
+    let mut agents = Agents {
+        hub: Url::parse(&fleet.hub_url()?)?,
+        ca: std::fs::read(&fleet.pki.ca_cert)?,
+        tally: tally.clone(),
+        t0: Instant::now(),
+        stops: BTreeMap::new(),
+    };
+    let names: Vec<String> = fleet.members.iter().map(|m| m.name.clone()).collect();
+    for name in &names {
+        agents.start(&fleet, name)?;
     }
     let at_start = balanced(&fleet, &REPLICAS).await?;
     fleet
@@ -146,7 +173,42 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     let (after, set_after) = fleet.verdicts().await;
     false_verdicts.extend(observe::changed(&before, &after));
     set_changes += u64::from(set_before != set_after);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    // 3. The replica owning the selected cluster is cut off from its agents.
+    let (_, set_before) = fleet.verdicts().await;
+    let holders = fleet.shard_holders().await?;
+    let holder_of = |name: &str| holders.get(&shard_of(&ClusterId::new(NAMESPACE, name), SHARDS));
+    let selected = fleet.selected().await;
+    let cut = (selected.first().and_then(|s| holder_of(s)).cloned())
+        .ok_or_else(|| anyhow::anyhow!("no holder for the selected cluster {selected:?}"))?;
+    let silenced: Vec<&String> = names
+        .iter()
+        .filter(|n| holder_of(n) == Some(&cut))
+        .collect();
+    for name in &silenced {
+        agents.stop(name);
+    }
+    for name in &silenced {
+        let limit = Duration::from_secs(u64::from(GRACE_SECS) * 4);
+        fleet
+            .wait_condition(fleet.index(name)?, REACHABLE, Status::False, limit)
+            .await?;
+    }
+    // The set evaluator has seen every one of those verdicts a few heartbeats later.
+    accepted_more(&tally, (AGENTS - silenced.len()) as u64 * 3).await?;
+    let (_, set_cut) = fleet.verdicts().await;
+    for name in &silenced {
+        agents.start(&fleet, name)?;
+    }
+    fleet
+        .wait_all(REACHABLE, Status::True, Duration::from_secs(60))
+        .await?;
+    accepted_more(&tally, AGENTS as u64 * 3).await?;
+    let (_, set_back) = fleet.verdicts().await;
+    let cut_set_changes = u64::from(set_before != set_cut) + u64::from(set_cut != set_back);
+    for name in &names {
+        agents.stop(name);
+    }
 
     println!(
         "shards: replicas={} shards={SHARDS} moved={moved} false_verdicts={} set_changes={set_changes} \
@@ -160,6 +222,15 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
         tally.accepted(),
         tally.refused(),
         tally.retried()
+    );
+    println!(
+        "shards: cut off from its agents: replica={cut} (holds shard 0: {}) silenced={} set_changes={cut_set_changes}",
+        holders.get(&0) == Some(&cut),
+        silenced.len(),
+    );
+    assert_eq!(
+        cut_set_changes, 0,
+        "a replica cut off from its agents moves no set: {set_before} -> {set_cut} -> {set_back}"
     );
     assert!(
         false_verdicts.is_empty(),

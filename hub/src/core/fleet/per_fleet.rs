@@ -20,6 +20,9 @@ pub struct FleetDecisions {
     pub sets: Sets,
     /// The partition brake.
     pub brake: Brake,
+    /// Another hub replica's partition brake is frozen (replicas sharing the fleet): set
+    /// reassignment is frozen here too.
+    pub frozen_elsewhere: bool,
 }
 
 /// What the brake's observation of a tick decided.
@@ -39,7 +42,19 @@ impl FleetDecisions {
         Self {
             sets: Sets::default(),
             brake: Brake::new(brake),
+            frozen_elsewhere: false,
         }
+    }
+
+    /// Whether set reassignment is frozen: by this hub's brake, or another replica's.
+    pub fn frozen(&self) -> bool {
+        self.brake.frozen() || self.frozen_elsewhere
+    }
+
+    /// Takes whether another replica's brake is frozen; returns whether that changed (the
+    /// sets must then be evaluated).
+    pub fn freeze_elsewhere(&mut self, frozen: bool) -> bool {
+        std::mem::replace(&mut self.frozen_elsewhere, frozen) != frozen
     }
 
     /// Has the brake observe a tick's `(last heartbeat, grace period)` of every unpaused
@@ -74,7 +89,7 @@ impl FleetDecisions {
         effects: &mut Vec<Effect>,
     ) {
         let before = self.sets.membership();
-        let frozen = self.brake.frozen();
+        let frozen = self.frozen();
         let changes = self.sets.evaluate(sets, views, held, frozen, wall);
         effects.extend(changes.into_iter().map(Effect::Set));
         let after = self.sets.membership();

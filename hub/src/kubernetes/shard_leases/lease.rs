@@ -11,7 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
 use crate::shards::balance::Seen;
-use crate::shards::{LEASE_LABEL, ShardSettings, URL_ANNOTATION, lease_name, shard_of_lease};
+use crate::shards::{
+    BRAKE_ANNOTATION, LEASE_LABEL, ShardSettings, URL_ANNOTATION, lease_name, shard_of_lease,
+};
 
 /// One shard's Lease as last read or written, and when its record last changed.
 struct Entry {
@@ -83,13 +85,14 @@ impl Observed {
         Some(&self.entries.get(k as usize)?.as_ref()?.lease)
     }
 
-    /// Shard `k`'s holder and the URL it serves agents on, if its Lease is held.
-    pub(super) fn holder(&self, k: u32) -> Option<(String, Option<String>)> {
+    /// Shard `k`'s holder, the URL it serves agents on, and whether its partition brake
+    /// is frozen, if its Lease is held.
+    pub(super) fn holder(&self, k: u32) -> Option<(String, Option<String>, bool)> {
         let lease = self.lease(k)?;
         let holder = lease.spec.as_ref()?.holder_identity.clone()?;
-        let url =
-            (lease.metadata.annotations.as_ref()).and_then(|a| a.get(URL_ANNOTATION).cloned());
-        Some((holder, url))
+        let annotation = |name| (lease.metadata.annotations.as_ref())?.get(name).cloned();
+        let frozen = annotation(BRAKE_ANNOTATION).as_deref() == Some(FROZEN);
+        Some((holder, annotation(URL_ANNOTATION), frozen))
     }
 
     /// The Lease this replica just wrote for shard `k`.
@@ -103,6 +106,9 @@ impl Observed {
         }
     }
 }
+
+/// The [`BRAKE_ANNOTATION`] value of a holder whose partition brake is frozen.
+const FROZEN: &str = "frozen";
 
 /// A write of one shard Lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,8 +125,15 @@ pub(super) enum Write {
 
 impl Write {
     /// The Lease to write over `current` (the one last read, carrying its
-    /// `resourceVersion`, or `None` to create it).
-    pub(super) fn apply(self, current: Option<&Lease>, k: u32, settings: &ShardSettings) -> Lease {
+    /// `resourceVersion`, or `None` to create it); a renewal or take says whether this
+    /// replica's partition brake is `frozen`.
+    pub(super) fn apply(
+        self,
+        current: Option<&Lease>,
+        k: u32,
+        settings: &ShardSettings,
+        frozen: bool,
+    ) -> Lease {
         let mut lease = current.cloned().unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
                 name: Some(lease_name(k)),
@@ -148,6 +161,10 @@ impl Write {
                     Some(url) => annotations.insert(URL_ANNOTATION.into(), url.clone()),
                     None => annotations.remove(URL_ANNOTATION),
                 };
+                match frozen {
+                    true => annotations.insert(BRAKE_ANNOTATION.into(), FROZEN.into()),
+                    false => annotations.remove(BRAKE_ANNOTATION),
+                };
             }
             Write::Release => {
                 spec.holder_identity = None;
@@ -155,6 +172,7 @@ impl Write {
                 spec.renew_time = now;
                 spec.preferred_holder = spec.preferred_holder.take().filter(|p| *p != me);
                 annotations.remove(URL_ANNOTATION);
+                annotations.remove(BRAKE_ANNOTATION);
             }
             Write::Request => spec.preferred_holder = Some(me),
         }

@@ -3,6 +3,7 @@
 //! asks before acting).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -31,6 +32,8 @@ struct Slot {
     holder: Option<Owner>,
     /// How many times this replica took the shard.
     term: u64,
+    /// Whether the holder's partition brake is frozen, as its Lease last said.
+    frozen: bool,
 }
 
 struct Inner {
@@ -39,6 +42,8 @@ struct Inner {
     slots: RwLock<Vec<Slot>>,
     /// Bumped whenever this replica takes or gives up a shard.
     changes: watch::Sender<u64>,
+    /// Whether this replica's partition brake is frozen (written on its Leases).
+    brake: AtomicBool,
 }
 
 /// Which shards this replica owns; cheap to clone.
@@ -52,6 +57,7 @@ impl Shards {
             deadline: settings.renew_deadline(),
             slots: RwLock::new(vec![Slot::default(); settings.shards.max(1) as usize]),
             changes: watch::channel(0).0,
+            brake: AtomicBool::new(false),
         }))
     }
 
@@ -142,16 +148,43 @@ impl Shards {
     pub(super) fn record_holders(&self, observed: &Observed) {
         let mut slots = self.0.slots.write();
         for (k, slot) in slots.iter_mut().enumerate() {
-            slot.holder =
-                (observed.holder(k as u32)).map(|(identity, url)| Owner { identity, url });
+            let holder = observed.holder(k as u32);
+            slot.frozen = holder.as_ref().is_some_and(|(_, _, frozen)| *frozen);
+            slot.holder = holder.map(|(identity, url, _)| Owner { identity, url });
         }
+    }
+
+    /// Whether this replica's partition brake is frozen, as it last published.
+    pub(super) fn brake_frozen(&self) -> bool {
+        self.0.brake.load(Ordering::Relaxed)
+    }
+
+    /// Whether another replica's partition brake is frozen, as its Leases last said (a
+    /// dead replica's say lapses when its shards are taken, within a lease duration).
+    pub fn frozen_elsewhere(&self) -> bool {
+        let slots = self.0.slots.read();
+        (slots.iter()).any(|s| {
+            s.frozen
+                && s.holder
+                    .as_ref()
+                    .is_some_and(|h| h.identity != self.0.identity)
+        })
     }
 }
 
-/// The detector judges only the clusters of the shards this replica owns.
+/// The detector judges only the clusters of the shards this replica owns,
+/// and the partition brakes of all replicas freeze set reassignment together.
 impl Ownership for Shards {
     fn term(&self, cluster: &ClusterId) -> Option<u64> {
         Shards::term(self, self.shard_of(cluster))
+    }
+
+    fn publish_brake(&self, frozen: bool) {
+        self.0.brake.store(frozen, Ordering::Relaxed);
+    }
+
+    fn brake_elsewhere(&self) -> bool {
+        self.frozen_elsewhere()
     }
 }
 
