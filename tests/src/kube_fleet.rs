@@ -74,6 +74,22 @@ impl Default for FleetSpec {
     }
 }
 
+impl FleetSpec {
+    /// `members` members with a `grace_secs` grace period, for hub replicas taking turns
+    /// or sharing the fleet: status on transitions only, and the hub state flushed every
+    /// 2 s, so a killed replica's successor finds what it accepted up to 2 s before.
+    pub fn for_replicas(members: usize, grace_secs: u32) -> Self {
+        let flush = ["--seq-flush-seconds".to_owned(), "2".to_owned()];
+        let mut spec = Self {
+            members,
+            grace_secs,
+            ..Self::default()
+        };
+        spec.hub_args.extend(flush);
+        spec
+    }
+}
+
 /// A simulated cluster served on loopback.
 pub struct SimCluster {
     /// The simulator: inject faults and read objects through it.

@@ -17,6 +17,8 @@
 //! - [`real_agents`]: real `fleetpulse-agent run` processes instead of simulated agents
 //!   (`--real-agents`), their heartbeat round trips read from their own histograms
 //!   ([`histogram`]).
+//! - [`replicas`]: hub replicas sharing the fleet (`--replicas 1,2,3`), each count in
+//!   turn, heartbeats sent to each cluster's shard owner.
 //!
 //! docs/performance.md describes the method and the figures.
 
@@ -28,6 +30,7 @@ pub mod histogram;
 pub mod hostile;
 pub mod hub;
 pub mod real_agents;
+pub mod replicas;
 pub mod reports;
 pub mod stats;
 pub mod verify;
@@ -157,6 +160,12 @@ pub struct Args {
     /// run inside this process before the load (a fleet of at most 1,000 clusters, 5 s).
     #[arg(long, env = "LOADGEN_COUNT_ALLOCATIONS", default_value_t = true, action = clap::ArgAction::Set)]
     pub count_allocations: bool,
+    /// Run the fleet against hub replicas sharing it (Kubernetes mode on a simulated
+    /// management cluster, 12 shards), once per count in the list, e.g. `1,2,3`: each
+    /// replica's CPU per heartbeat and memory, against the first count's.
+    #[arg(long, env = "LOADGEN_REPLICAS", value_delimiter = ',', value_name = "COUNTS",
+          value_parser = clap::value_parser!(u32).range(1..=12))]
+    pub replicas: Vec<u32>,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -317,7 +326,8 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     );
     let hostile = hostile::Hostile::of(&args, &hub.url, &hub.ca_pem, &agents[0]);
     let attack = hostile::Attack::start(hostile, hub.log.as_deref())?;
-    let mut driven = drive::drive(&agents, &clients, &hub.url, schedule, &probe).await?;
+    let (urls, healthz) = (drive::urls(&agents, &hub.url)?, hub.url.join("/healthz")?);
+    let mut driven = drive::drive(&agents, &clients, &urls, &healthz, schedule, &probe).await?;
     attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
     let end = probe();
     hub.stop();

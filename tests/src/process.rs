@@ -7,20 +7,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-/// Path of a workspace binary in the same target directory as the running test.
+/// Path of a workspace binary in the same target directory as the running test (one
+/// directory up from `target/<profile>/deps`) or tool (beside it).
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or_else(|| anyhow::anyhow!("no target dir"))?;
-    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        path.exists(),
-        "{} is not built; run the tests with `cargo test --workspace` (or `cargo build --workspace` first)",
-        path.display()
-    );
-    Ok(path)
+    crate::loadgen::hub::binary_beside(name, None, "--hub-bin").map_err(|_| {
+        anyhow::anyhow!(
+            "{name} is not built; run the tests with `cargo test --workspace` (or `cargo build --workspace` first)"
+        )
+    })
 }
 
 /// What `fleetpulse-hub token create` printed: the token and the CA hash to pin.

@@ -114,17 +114,7 @@ async fn first_accepted_after(tally: &Tally, since: u64) -> anyhow::Result<u64> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_changes_cost_no_refusal_no_false_verdict_and_a_death_meanwhile_is_judged_in_grace()
 -> anyhow::Result<()> {
-    let spec = FleetSpec {
-        members: AGENTS,
-        grace_secs: GRACE_SECS,
-        hub_args: vec![
-            "--status-refresh-seconds".into(),
-            "0".into(),
-            "--seq-flush-seconds".into(),
-            "2".into(),
-        ],
-        ..FleetSpec::default()
-    };
+    let spec = FleetSpec::for_replicas(AGENTS, GRACE_SECS);
     let mut fleet = KubeFleet::prepare(spec).await?;
     fleet.start_replicas(&["hub-a", "hub-b"]).await?;
     let hub = fleet.hub_url()?;

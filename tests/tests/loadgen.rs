@@ -150,3 +150,47 @@ fn agent_footprint_counts_the_member_api_load_and_a_watched_check_lists_nothing_
     assert!(number("member_api_bytes_per_round") >= 0.0, "{stdout}");
     Ok(())
 }
+
+#[test]
+fn replicas_sharing_the_fleet_take_every_heartbeat_of_their_shards() -> anyhow::Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args([
+            "--replicas",
+            "1,2",
+            "--clusters",
+            "40",
+            "--interval-seconds",
+            "1",
+        ])
+        .args(["--duration-seconds", "2", "--warmup-rounds", "1"])
+        .stdin(Stdio::null())
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "loadgen --replicas failed with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Vec<_> = (stdout.lines())
+        .filter(|l| l.starts_with("replicas: "))
+        .map(fields)
+        .collect();
+    assert_eq!(runs.len(), 2, "one line per replica count:\n{stdout}");
+    for (run, n) in runs.iter().zip(["1", "2"]) {
+        assert_eq!(run["replicas"], n, "{stdout}");
+        assert_eq!(run["refused"], "0", "{stdout}");
+        let cpu: f64 = run["hub_cpu_us_per_hb"].parse()?;
+        assert!(cpu > 0.0 && cpu.is_finite(), "{stdout}");
+    }
+    // With two replicas, each took the heartbeats of the clusters of its own shards.
+    let owned: Vec<usize> = (stdout.lines())
+        .filter(|l| l.starts_with("replica: replicas=2 "))
+        .map(|l| fields(l)["clusters"].parse())
+        .collect::<Result<_, _>>()?;
+    assert!(
+        owned.len() == 2 && owned.iter().all(|&c| c > 0) && owned.iter().sum::<usize>() == 40,
+        "{owned:?}:\n{stdout}"
+    );
+    Ok(())
+}

@@ -1,7 +1,8 @@
 //! `loadgen`: simulated agents send signed heartbeats to a real `fleetpulse-hub`; the last
 //! line of its output compares the hub's CPU time per accepted heartbeat with one core's
 //! signature-verification rate. With `--real-agents N`, N real `fleetpulse-agent`
-//! processes report instead and the last line gives their round trips. See
+//! processes report instead and the last line gives their round trips; with
+//! `--replicas 1,2,3`, hub replicas sharing the fleet take it, each count in turn. See
 //! docs/performance.md.
 #![forbid(unsafe_code)]
 
@@ -29,6 +30,10 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(1);
         }
         return Ok(());
+    }
+    if !args.replicas.is_empty() {
+        let counts: Vec<usize> = args.replicas.iter().map(|&n| n as usize).collect();
+        return loadgen::replicas::run(&args, &counts).await;
     }
     let run = loadgen::run(args, Some(count_allocations)).await?;
     if run.rejected + run.failed > 0 {

@@ -56,18 +56,7 @@ pub async fn install_hub_objects(
             .await?;
     }
     namespace(client, NAMESPACE).await?;
-    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), NAMESPACE);
-    for (name, key) in members {
-        let public_key = keys::public_key_string(&key.verifying_key());
-        create(&clusters, json!({
-            "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {(REGION_LABEL): "eu"}},
-            "spec": {"heartbeat": {"intervalSeconds": spec.interval_secs,
-                                   "gracePeriodSeconds": spec.grace_secs},
-                     "agent": {"publicKeys": [{"publicKey": public_key}]}}
-        }))
-        .await?;
-    }
+    install_members(client, spec, members, 1).await?;
     if !spec.liveness_checks.is_empty() {
         create(
             &Api::<HealthPolicy>::namespaced(client.clone(), NAMESPACE),
@@ -88,6 +77,36 @@ pub async fn install_hub_objects(
         }),
     )
     .await?;
+    Ok(())
+}
+
+/// One MemberCluster in [`NAMESPACE`] per entry of `members` (name and agent key), labelled
+/// `region: eu`, with the spec's interval and grace period; `parallel` creates at a time.
+pub async fn install_members(
+    client: &kube::Client,
+    spec: &FleetSpec,
+    members: &[(String, SigningKey)],
+    parallel: usize,
+) -> anyhow::Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+
+    let clusters: Api<MemberCluster> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter(members)
+        .map(|(name, key)| {
+            let public_key = keys::public_key_string(&key.verifying_key());
+            let object = json!({
+                "apiVersion": "fleetpulse.io/v1alpha1", "kind": "MemberCluster",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {(REGION_LABEL): "eu"}},
+                "spec": {"heartbeat": {"intervalSeconds": spec.interval_secs,
+                                       "gracePeriodSeconds": spec.grace_secs},
+                         "agent": {"publicKeys": [{"publicKey": public_key}]}}
+            });
+            let clusters = &clusters;
+            async move { create(clusters, object).await }
+        })
+        .buffered(parallel.max(1))
+        .try_collect::<Vec<_>>()
+        .await?;
     Ok(())
 }
 

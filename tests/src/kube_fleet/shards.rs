@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
@@ -15,6 +16,7 @@ use fleetpulse_hub::shards::{LEASE_LABEL, LEASE_PREFIX};
 use super::replicas::{HUB_NAMESPACE, LEASE_SECONDS};
 use super::{KubeFleet, objects};
 use crate::service::{Backend, ReadyProxy, Routing};
+use crate::wait;
 
 impl KubeFleet {
     /// Starts one sharded replica per identity, each with `shards` shards, and the Service
@@ -69,6 +71,33 @@ impl KubeFleet {
         self.replicas.insert(id.to_owned(), (addr, Some(hub)));
         self.admin_addrs.insert(id.to_owned(), admin);
         Ok(addr)
+    }
+
+    /// Sharded replica `id`'s agents' address, admin address and process id, while it
+    /// runs.
+    pub fn replica_endpoints(&self, id: &str) -> Option<(SocketAddr, SocketAddr, u32)> {
+        let (addr, process) = self.replicas.get(id)?;
+        let pid = process.as_ref()?.child.id();
+        Some((*addr, *self.admin_addrs.get(id)?, pid))
+    }
+
+    /// Waits until the replicas `live` hold every shard, each `shards / n` or one more;
+    /// returns the holders.
+    pub async fn wait_balanced(
+        &self,
+        live: &[&str],
+        timeout: Duration,
+    ) -> anyhow::Result<BTreeMap<u32, String>> {
+        let (n, shards) = (live.len().max(1) as u32, self.shards);
+        let what = format!("{shards} shards balanced over {live:?}");
+        let probe = || async {
+            let holders = self.shard_holders().await.ok()?;
+            let count = |id: &str| holders.values().filter(|h| *h == id).count() as u32;
+            let even =
+                (live.iter()).all(|id| (shards / n..=shards.div_ceil(n)).contains(&count(id)));
+            (holders.len() as u32 == shards && even).then_some(holders)
+        };
+        Ok(wait::until_some(&what, timeout, probe).await?.0)
     }
 
     /// Each shard's holder as its Lease says, if the Lease was renewed within its

@@ -115,7 +115,8 @@ pub async fn per_heartbeat(
         phase_tx.send_modify(|p| *p += 1);
         None
     };
-    let driven = drive::drive(&agents, &clients, &hub.url, schedule, &probe).await;
+    let (urls, healthz) = (drive::urls(&agents, &hub.url)?, hub.url.join("/healthz")?);
+    let driven = drive::drive(&agents, &clients, &urls, &healthz, schedule, &probe).await;
     phase_tx.send_replace(2);
     let totals = tokio::task::block_in_place(|| thread.join())
         .map_err(|_| anyhow::anyhow!("the counting hub panicked"))??;

@@ -51,20 +51,25 @@ pub struct Driven {
     pub max_send_lag: Duration,
 }
 
+/// Every agent's heartbeat URL on the hub at `base`.
+pub fn urls(agents: &[SimAgent], base: &reqwest::Url) -> anyhow::Result<Vec<reqwest::Url>> {
+    Ok((agents.iter())
+        .map(|a| base.join(&a.path))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
 /// Sends every agent's reports, round by round, through `clients` (agent `i` uses client
-/// `i % clients.len()`); `probe` samples the hub's process.
+/// `i % clients.len()` and posts to `urls[i]`; the floor GETs `healthz`); `probe` samples
+/// the hub's process.
 pub async fn drive(
     agents: &[SimAgent],
     clients: &[reqwest::Client],
-    base: &reqwest::Url,
+    urls: &[reqwest::Url],
+    healthz: &reqwest::Url,
     schedule: Schedule,
     probe: &dyn Fn() -> Option<ProcSample>,
 ) -> anyhow::Result<Driven> {
-    let urls = agents
-        .iter()
-        .map(|a| base.join(&a.path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let healthz = base.join("/healthz")?;
+    anyhow::ensure!(urls.len() == agents.len(), "a URL per agent");
     let tallies = Arc::new([Mutex::new(Tally::default()), Mutex::new(Tally::default())]);
     let permits = Arc::new(Semaphore::new(schedule.max_in_flight));
     let n = agents.len().max(1) as u32;

@@ -35,24 +35,8 @@ const GRACE_SECS: u32 = 10;
 /// The replicas' lease (`kube_fleet`'s, for every replica it runs).
 const LEASE: Duration = Duration::from_secs(3);
 const REPLICAS: [&str; 3] = ["hub-a", "hub-b", "hub-c"];
-
-/// Waits until the live replicas `live` hold every shard, each `SHARDS / n` or one more;
-/// returns the holders.
-async fn balanced(fleet: &KubeFleet, live: &[&str]) -> anyhow::Result<BTreeMap<u32, String>> {
-    let n = live.len() as u32;
-    let what = format!("{SHARDS} shards balanced over {live:?}");
-    let probe = || async {
-        let holders = fleet.shard_holders().await.ok()?;
-        let count = |id: &str| holders.values().filter(|h| *h == id).count() as u32;
-        let even = live
-            .iter()
-            .all(|id| (SHARDS / n..=SHARDS.div_ceil(n)).contains(&count(id)));
-        (holders.len() as u32 == SHARDS && even).then_some(holders)
-    };
-    Ok(wait::until_some(&what, Duration::from_secs(60), probe)
-        .await?
-        .0)
-}
+/// How long balancing may take.
+const WITHIN: Duration = Duration::from_secs(60);
 
 /// Shards whose holder differs between two readings.
 fn moves(before: &BTreeMap<u32, String>, after: &BTreeMap<u32, String>) -> usize {
@@ -107,17 +91,7 @@ impl Agents {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_verdict()
 -> anyhow::Result<()> {
-    let spec = FleetSpec {
-        members: AGENTS,
-        grace_secs: GRACE_SECS,
-        hub_args: vec![
-            "--status-refresh-seconds".into(),
-            "0".into(),
-            "--seq-flush-seconds".into(),
-            "2".into(),
-        ],
-        ..FleetSpec::default()
-    };
+    let spec = FleetSpec::for_replicas(AGENTS, GRACE_SECS);
     let mut fleet = KubeFleet::prepare(spec).await?;
     fleet.start_sharded(&REPLICAS, SHARDS).await?;
     let tally = Arc::new(Tally::default());
@@ -132,7 +106,7 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     for name in &names {
         agents.start(&fleet, name)?;
     }
-    let at_start = balanced(&fleet, &REPLICAS).await?;
+    let at_start = fleet.wait_balanced(&REPLICAS, WITHIN).await?;
     fleet
         .wait_all(HEALTHY, Status::True, Duration::from_secs(60))
         .await?;
@@ -152,7 +126,7 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     fleet.kill_replica(victim)?;
     let killed = Instant::now();
     let survivors = [REPLICAS[0], REPLICAS[2]];
-    let after_kill = balanced(&fleet, &survivors).await?;
+    let after_kill = fleet.wait_balanced(&survivors, WITHIN).await?;
     let max_unowned = killed.elapsed();
     moved += moves(&at_start, &after_kill);
     assert!(
@@ -167,7 +141,7 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     // 2. It starts again (a new process on its former address) and gets its share back.
     let (before, set_before) = fleet.verdicts().await;
     fleet.start_shard_replica(victim).await?;
-    let rejoined = balanced(&fleet, &REPLICAS).await?;
+    let rejoined = fleet.wait_balanced(&REPLICAS, WITHIN).await?;
     moved += moves(&after_kill, &rejoined);
     accepted_more(&tally, AGENTS as u64 * 5).await?;
     let (after, set_after) = fleet.verdicts().await;
