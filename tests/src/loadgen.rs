@@ -166,6 +166,11 @@ pub struct Args {
     #[arg(long, env = "LOADGEN_REPLICAS", value_delimiter = ',', value_name = "COUNTS",
           value_parser = clap::value_parser!(u32).range(1..=12))]
     pub replicas: Vec<u32>,
+    /// With --replicas: after each run of two replicas or more, run again with every
+    /// heartbeat posted to a replica that does not own its cluster's shard, following its
+    /// redirect: what a redirect costs per heartbeat (an agent that kept no owner).
+    #[arg(long, env = "LOADGEN_REPLICAS_MISROUTED", requires = "replicas")]
+    pub replicas_misrouted: bool,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,

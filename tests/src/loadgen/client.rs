@@ -48,6 +48,23 @@ pub fn clients(
         .collect()
 }
 
+/// `count` clients as [`clients`] that follow one redirect (a 307 keeps the method and
+/// body), as an agent that lands on a replica not owning its cluster's shard does.
+pub fn clients_following_redirects(
+    ca_pem: &[u8],
+    transport: Transport,
+    count: usize,
+) -> anyhow::Result<Vec<reqwest::Client>> {
+    (0..count.max(1))
+        .map(|_| {
+            let builder = builder(ca_pem, transport)?;
+            Ok(builder
+                .redirect(reqwest::redirect::Policy::limited(1))
+                .build()?)
+        })
+        .collect()
+}
+
 /// One client.
 pub fn client(ca_pem: &[u8], transport: Transport) -> anyhow::Result<reqwest::Client> {
     Ok(builder(ca_pem, transport)?.build()?)

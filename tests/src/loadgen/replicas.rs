@@ -4,7 +4,9 @@
 //! heartbeat goes straight to its shard's owner, as an agent does once it has followed
 //! one redirect, so what is measured is the steady state. Per run it prints every
 //! replica's CPU per heartbeat and memory, and the sum; the first count is the baseline
-//! the others are compared with.
+//! the others are compared with. With `--replicas-misrouted`, each count of two or more
+//! runs again with every heartbeat posted to a replica that does not own its shard and
+//! its redirect followed: the cost of a redirect, on every heartbeat.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -30,11 +32,13 @@ const SHARDS: u32 = 12;
 /// What one run with `replicas` replicas measured.
 struct Measured {
     replicas: usize,
+    misrouted: bool,
     accepted_per_s: f64,
     /// CPU of every replica together per accepted heartbeat, in microseconds.
     cpu_us_per_hb: f64,
     /// Each replica's identity, clusters owned, CPU per heartbeat it accepted (µs), RSS (MiB).
     each: Vec<(String, usize, f64, f64)>,
+    p50_ms: f64,
     p99_ms: f64,
     refused: u64,
 }
@@ -46,25 +50,33 @@ pub async fn run(args: &Args, counts: &[usize]) -> anyhow::Result<()> {
     let clusters = fleet::write_clusters(work.path(), args.clusters, args.interval_seconds, grace)?;
     let mut baseline: Option<f64> = None;
     let mut refused = 0;
-    for &n in counts {
-        let m = measure(args, &clusters, n.max(1)).await?;
+    let runs = (counts.iter()).flat_map(|&n| {
+        let again = args.replicas_misrouted && n >= 2;
+        [(n.max(1), false)]
+            .into_iter()
+            .chain(again.then_some((n, true)))
+    });
+    for (n, misrouted) in runs {
+        let m = measure(args, &clusters, n, misrouted).await?;
+        let route = if m.misrouted { "misrouted" } else { "direct" };
         for (id, owned, cpu_us, rss) in &m.each {
             println!(
-                "replica: replicas={} id={id} clusters={owned} cpu_us_per_hb={cpu_us:.2} rss_mib={rss:.1}",
+                "replica: replicas={} route={route} id={id} clusters={owned} cpu_us_per_hb={cpu_us:.2} rss_mib={rss:.1}",
                 m.replicas
             );
         }
         let base = *baseline.get_or_insert(m.cpu_us_per_hb);
         println!(
-            "replicas: replicas={} shards={SHARDS} clusters={} accepted_per_s={:.0} \
+            "replicas: replicas={} route={route} shards={SHARDS} clusters={} accepted_per_s={:.0} \
              hub_cpu_us_per_hb={:.2} (all replicas) cpu_ratio_to_first={:.2} \
-             max_rss_mib={:.1} p99_ms={:.2} refused={}",
+             max_rss_mib={:.1} p50_ms={:.2} p99_ms={:.2} refused={}",
             m.replicas,
             clusters.len(),
             m.accepted_per_s,
             m.cpu_us_per_hb,
             m.cpu_us_per_hb / base,
             (m.each.iter()).map(|e| e.3).fold(0.0, f64::max),
+            m.p50_ms,
             m.p99_ms,
             m.refused,
         );
@@ -78,8 +90,14 @@ pub async fn run(args: &Args, counts: &[usize]) -> anyhow::Result<()> {
 }
 
 /// One run: a new management cluster and `n` replicas, every cluster registered, the
-/// shards balanced, then the warm-up and timed rounds.
-async fn measure(args: &Args, clusters: &[SimCluster], n: usize) -> anyhow::Result<Measured> {
+/// shards balanced, then the warm-up and timed rounds; `misrouted`, each heartbeat to the
+/// replica after its owner, which redirects it.
+async fn measure(
+    args: &Args,
+    clusters: &[SimCluster],
+    n: usize,
+    misrouted: bool,
+) -> anyhow::Result<Measured> {
     let spec = FleetSpec {
         members: 0,
         interval_secs: args.interval_seconds,
@@ -143,14 +161,21 @@ async fn measure(args: &Args, clusters: &[SimCluster], n: usize) -> anyhow::Resu
     for (agent, cluster) in agents.iter().zip(clusters) {
         let holder = &holders[&shard_of(&cluster.id, SHARDS)];
         *owned.entry(holder.as_str()).or_default() += 1;
-        urls.push(replicas[holder].0.join(&agent.path)?);
+        let at = match misrouted {
+            false => holder,
+            true => {
+                let i = ids.iter().position(|id| id == holder).unwrap_or_default();
+                &ids[(i + 1) % n]
+            }
+        };
+        urls.push(replicas[at].0.join(&agent.path)?);
     }
     let healthz = replicas[&ids[0]].0.join("/healthz")?;
-    let clients = client::clients(
-        &std::fs::read(&fleet.pki.ca_cert)?,
-        args.transport,
-        args.connections,
-    )?;
+    let ca = std::fs::read(&fleet.pki.ca_cert)?;
+    let clients = match misrouted {
+        false => client::clients(&ca, args.transport, args.connections)?,
+        true => client::clients_following_redirects(&ca, args.transport, args.connections)?,
+    };
     let schedule = drive::Schedule {
         interval: Duration::from_secs(u64::from(args.interval_seconds)),
         warmup_rounds: args.warmup_rounds,
@@ -198,6 +223,8 @@ async fn measure(args: &Args, clusters: &[SimCluster], n: usize) -> anyhow::Resu
     }
     Ok(Measured {
         replicas: n,
+        misrouted,
+        p50_ms: driven.timed.latency_ms(50.0),
         accepted_per_s: accepted / driven.elapsed.as_secs_f64(),
         cpu_us_per_hb: cpu_total * 1e6 / accepted,
         each,
