@@ -6,8 +6,9 @@
 //! started again and gets its share back. No cluster changes condition and the set
 //! (spanning every shard) does not move. Then the replica owning the selected cluster is
 //! cut off from its agents (every cluster of its shards falls silent at once, while it
-//! still reaches the API server): it judges them unreachable, and its partition brake,
-//! published on its Leases, keeps the set where it is until they return.
+//! still reaches the API server; another replica evaluates the sets): it judges them
+//! unreachable, and its partition brake, published on its Leases, keeps the set where it
+//! is until they return.
 //!
 //! Prints `shards: replicas=3 shards=S moved=M false_verdicts=F set_changes=C
 //! max_unowned_s=U` (`moved`: shard moves over the run, `max_unowned_s`: from the kill to
@@ -148,7 +149,31 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
     false_verdicts.extend(observe::changed(&before, &after));
     set_changes += u64::from(set_before != set_after);
 
-    // 3. The replica owning the selected cluster is cut off from its agents.
+    // 3. The replica owning the selected cluster is cut off from its agents. That cluster
+    // must sit in a shard the set evaluator (shard 0's owner) does not own, so the cut-off
+    // replica's brake reaches the evaluator through its Leases: while it does not, its
+    // agent stops until the set fails over to another cluster, and starts again.
+    for _ in 0..12 {
+        let holders = fleet.shard_holders().await?;
+        let selected = fleet.selected().await;
+        let chosen = (selected.first().cloned())
+            .ok_or_else(|| anyhow::anyhow!("nothing selected: {selected:?}"))?;
+        let shard = shard_of(&ClusterId::new(NAMESPACE, &chosen), SHARDS);
+        if holders.get(&shard) != holders.get(&0) {
+            break;
+        }
+        agents.stop(&chosen);
+        let what = format!("a cluster other than {chosen} selected");
+        let limit = Duration::from_secs(u64::from(GRACE_SECS) * 4);
+        fleet
+            .wait_selected(&what, limit, |name| name != chosen)
+            .await?;
+        agents.start(&fleet, &chosen)?;
+        let i = fleet.index(&chosen)?;
+        fleet
+            .wait_condition(i, REACHABLE, Status::True, limit)
+            .await?;
+    }
     let (_, set_before) = fleet.verdicts().await;
     let holders = fleet.shard_holders().await?;
     let holder_of = |name: &str| holders.get(&shard_of(&ClusterId::new(NAMESPACE, name), SHARDS));
@@ -198,9 +223,13 @@ async fn three_hub_binaries_share_the_fleet_and_a_killed_replica_costs_no_false_
         tally.retried()
     );
     println!(
-        "shards: cut off from its agents: replica={cut} (holds shard 0: {}) silenced={} set_changes={cut_set_changes}",
-        holders.get(&0) == Some(&cut),
+        "shards: cut off from its agents: replica={cut} silenced={} set_changes={cut_set_changes}",
         silenced.len(),
+    );
+    assert_ne!(
+        holders.get(&0),
+        Some(&cut),
+        "the cut-off replica does not evaluate the sets itself"
     );
     assert_eq!(
         cut_set_changes, 0,
