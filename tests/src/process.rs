@@ -10,11 +10,17 @@ use std::sync::{Arc, Mutex};
 /// Path of a workspace binary in the same target directory as the running test (one
 /// directory up from `target/<profile>/deps`) or tool (beside it).
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
-    crate::loadgen::hub::binary_beside(name, None, "--hub-bin").map_err(|_| {
-        anyhow::anyhow!(
-            "{name} is not built; run the tests with `cargo test --workspace` (or `cargo build --workspace` first)"
-        )
-    })
+    let exe = std::env::current_exe()?;
+    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
+    (exe.ancestors().skip(1).take(2))
+        .map(|dir| dir.join(&file))
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{file} is not built next to {}; run the tests with `cargo test --workspace` (or `cargo build --workspace` first)",
+                exe.display()
+            )
+        })
 }
 
 /// What `fleetpulse-hub token create` printed: the token and the CA hash to pin.

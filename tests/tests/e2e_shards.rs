@@ -231,24 +231,24 @@ async fn a_replicas_frozen_brake_reaches_the_others_through_its_leases_and_its_r
         .collect();
     balanced(&replicas, Duration::from_secs(60)).await;
     let (a, b) = (&replicas["hub-a"].shards, &replicas["hub-b"].shards);
-    assert!(!a.frozen_elsewhere() && !b.frozen_elsewhere());
+    assert!(!a.brake_elsewhere() && !b.brake_elsewhere());
 
     // hub-a's clusters went quiet at once: its next renewals say so, and hub-b reads it.
     a.publish_brake(true);
     let started = Instant::now();
     eventually(Duration::from_secs(30), || async {
-        b.frozen_elsewhere().then_some(())
+        b.brake_elsewhere().then_some(())
     })
     .await
     .expect("hub-b sees hub-a's brake");
     let seen = started.elapsed();
     assert!(
-        !a.frozen_elsewhere(),
+        !a.brake_elsewhere(),
         "a replica's own brake is not another's"
     );
     a.publish_brake(false);
     eventually(Duration::from_secs(30), || async {
-        (!b.frozen_elsewhere()).then_some(())
+        (!b.brake_elsewhere()).then_some(())
     })
     .await
     .expect("hub-b sees the release");

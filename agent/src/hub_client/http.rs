@@ -50,14 +50,20 @@ pub struct HttpHubClient {
     owner: Arc<Owner>,
     heartbeat_path: String,
     config_path: String,
-    heartbeat_url: Url,
-    config_url: Url,
 }
 
 /// A failed exchange, with the `Location` of a `307`/`308` answer.
 struct Failed {
     error: HubError,
     location: Option<String>,
+}
+
+impl Failed {
+    /// Whether a cached owner that answered this is no longer to be sent to: it did not
+    /// answer, refused transiently (`503` while its shard moves), or sent elsewhere.
+    fn drops_owner(&self) -> bool {
+        self.error.is_transient() || self.location.is_some()
+    }
 }
 
 /// How every pool is built, and the two pools.
@@ -182,8 +188,6 @@ impl HttpHubClient {
             hub: hub.clone(),
         };
         let (primary, spare) = (settings.build()?, settings.build()?);
-        let heartbeat_path = heartbeat_path(&cluster.namespace, &cluster.name);
-        let config_path = config_path(&cluster.namespace, &cluster.name);
         Ok(Self {
             lanes: Arc::new(Lanes {
                 settings,
@@ -192,10 +196,8 @@ impl HttpHubClient {
             }),
             hub: hub.clone(),
             owner: Arc::default(),
-            heartbeat_url: endpoint(hub, &heartbeat_path),
-            config_url: endpoint(hub, &config_path),
-            heartbeat_path,
-            config_path,
+            heartbeat_path: heartbeat_path(&cluster.namespace, &cluster.name),
+            config_path: config_path(&cluster.namespace, &cluster.name),
         })
     }
 
@@ -258,7 +260,7 @@ impl HttpHubClient {
             Err(failed) => failed,
         };
         if let Some(cached) = &cached
-            && (failed.error.is_transient() || failed.location.is_some())
+            && failed.drops_owner()
         {
             debug!(owner = %cached, error = %failed.error, "the hub replica this cluster was sent to refused; back to the configured hub");
             self.owner.forget(cached);
@@ -279,7 +281,7 @@ impl HttpHubClient {
         match send(endpoint(&owner, path)).await {
             Ok((_, answer)) => Ok(answer),
             Err(failed) => {
-                if failed.error.is_transient() || failed.location.is_some() {
+                if failed.drops_owner() {
                     self.owner.forget(&owner);
                 }
                 Err(failed.error)
@@ -303,16 +305,6 @@ impl HttpHubClient {
         let path = &self.heartbeat_path;
         self.to_owner(lane, path, request, timeout, "heartbeat answer")
             .await
-    }
-
-    /// The URL heartbeats are POSTed to (on the configured hub).
-    pub fn heartbeat_url(&self) -> &Url {
-        &self.heartbeat_url
-    }
-
-    /// The URL the config is pulled from (on the configured hub).
-    pub fn config_url(&self) -> &Url {
-        &self.config_url
     }
 }
 

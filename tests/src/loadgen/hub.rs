@@ -37,20 +37,9 @@ pub fn binary_beside(name: &str, explicit: Option<&Path>, flag: &str) -> anyhow:
     if let Some(path) = explicit {
         return Ok(path.to_owned());
     }
-    let exe = std::env::current_exe()?;
-    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
-    exe.ancestors()
-        .skip(1)
-        .take(2)
-        .map(|dir| dir.join(&file))
-        .find(|p| p.exists())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{file} not found next to {}; build it (`cargo build --release -p {name}`) or \
-                 pass {flag}",
-                exe.display()
-            )
-        })
+    crate::process::binary(name).map_err(|e| {
+        anyhow::anyhow!("{e}; for a load run, `cargo build --release -p {name}`, or pass {flag}")
+    })
 }
 
 impl HubUnderTest {

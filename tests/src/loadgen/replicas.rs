@@ -121,10 +121,8 @@ async fn measure(
         .await?;
 
     // Every replica lists every cluster before the load starts.
-    let setup = client::client(
-        &std::fs::read(&fleet.pki.ca_cert)?,
-        client::Transport::Http2,
-    )?;
+    let ca = std::fs::read(&fleet.pki.ca_cert)?;
+    let setup = client::client(&ca, client::Transport::Http2)?;
     let public_keys: HashSet<String> = (clusters.iter())
         .map(|c| keys::public_key_string(&c.key.verifying_key()))
         .collect();
@@ -171,7 +169,6 @@ async fn measure(
         urls.push(replicas[at].0.join(&agent.path)?);
     }
     let healthz = replicas[&ids[0]].0.join("/healthz")?;
-    let ca = std::fs::read(&fleet.pki.ca_cert)?;
     let clients = match misrouted {
         false => client::clients(&ca, args.transport, args.connections)?,
         true => client::clients_following_redirects(&ca, args.transport, args.connections)?,

@@ -158,18 +158,6 @@ impl Shards {
     pub(super) fn brake_frozen(&self) -> bool {
         self.0.brake.load(Ordering::Relaxed)
     }
-
-    /// Whether another replica's partition brake is frozen, as its Leases last said (a
-    /// dead replica's say lapses when its shards are taken, within a lease duration).
-    pub fn frozen_elsewhere(&self) -> bool {
-        let slots = self.0.slots.read();
-        (slots.iter()).any(|s| {
-            s.frozen
-                && s.holder
-                    .as_ref()
-                    .is_some_and(|h| h.identity != self.0.identity)
-        })
-    }
 }
 
 /// The detector judges only the clusters of the shards this replica owns,
@@ -183,8 +171,16 @@ impl Ownership for Shards {
         self.0.brake.store(frozen, Ordering::Relaxed);
     }
 
+    /// As another replica's Leases last said: a dead replica's say lapses when its
+    /// shards are taken, within a lease duration.
     fn brake_elsewhere(&self) -> bool {
-        self.frozen_elsewhere()
+        let slots = self.0.slots.read();
+        (slots.iter()).any(|s| {
+            s.frozen
+                && s.holder
+                    .as_ref()
+                    .is_some_and(|h| h.identity != self.0.identity)
+        })
     }
 }
 
