@@ -135,10 +135,24 @@ async fn watch_history_expired_410_gone_relists_and_holds_the_changes_made_meanw
     let mark = sim.requests().len();
     cache.retain([CacheKey::of(&pods_query())]);
     until_names(&cache, &pods_query(), &["p0", "p1", "p2"]).await;
+    let open = eventually(DEADLINE, || async {
+        (sim.open_watches() == 1).then_some(())
+    });
+    assert!(open.await.is_some(), "the cache watches after its list");
     let lists = pod_requests(&sim, "list", mark);
-    sim.expire_watch_history();
+    // The changes are made while no watch is open (an open stream would deliver them, and
+    // the cache would resume from past the compaction without a 410), then the history
+    // is compacted past them: the cache can only learn them by listing again.
+    sim.refuse("pods", "watch", true);
+    sim.close_watches();
+    let closed = eventually(DEADLINE, || async {
+        (sim.open_watches() == 0).then_some(())
+    });
+    assert!(closed.await.is_some(), "the watch stream ends");
     create_pod(&sim, "p3", "web").await;
     delete_pod(&sim, "p1").await;
+    sim.expire_watch_history();
+    sim.refuse("pods", "watch", false);
     until_names(&cache, &pods_query(), &["p0", "p2", "p3"]).await;
     assert!(
         pod_requests(&sim, "list", mark) > lists,
