@@ -189,3 +189,22 @@ fn mirrored_set_while_the_detectors_unreachable_is_being_written_is_not_overwrit
         "the transition's older record overwrote Mirrored: {conditions:?}"
     );
 }
+
+#[test]
+fn the_feed_syncs_at_most_a_tenth_of_the_time_and_waits_at_most_a_second() {
+    // A sync of a small fleet costs microseconds: the next may follow almost at once.
+    assert_eq!(
+        Pace::wait_after(Duration::from_micros(20)),
+        Duration::from_micros(180)
+    );
+    // One of 100,000 clusters costs milliseconds: nine times that idle before the next.
+    let took = Duration::from_millis(5);
+    let wait = Pace::wait_after(took);
+    assert_eq!(wait, Duration::from_millis(45));
+    assert!(took.as_secs_f64() / (took + wait).as_secs_f64() <= 0.1 + 1e-9);
+    // However slow a sync, mirrors hear of a decision within about a second more.
+    assert_eq!(
+        Pace::wait_after(Duration::from_secs(3)),
+        Duration::from_secs(1)
+    );
+}
