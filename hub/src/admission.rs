@@ -37,6 +37,7 @@ use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 pub use batch::{BatchSettings, BatchVerifier};
 
 use crate::fleet::{Admitted, EnrolledKeys, Registry};
+use crate::metrics::BatchCounters;
 use crate::refusal::Refusal;
 
 /// The pipeline's settings: whom requests must be addressed to, how fresh they must be,
@@ -49,12 +50,17 @@ pub struct Admission {
 
 impl Admission {
     /// A pipeline for the hub named `audience`; `batch` batches heartbeat signatures
-    /// (`None`: one `verify_strict` each).
-    pub fn new(audience: String, freshness: Freshness, batch: Option<BatchSettings>) -> Self {
+    /// (`None`: one `verify_strict` each), counting the batches in `counters`.
+    pub fn new(
+        audience: String,
+        freshness: Freshness,
+        batch: Option<BatchSettings>,
+        counters: BatchCounters,
+    ) -> Self {
         Self {
             audience,
             freshness,
-            batch: batch.map(BatchVerifier::new),
+            batch: batch.map(|settings| BatchVerifier::new(settings, counters)),
         }
     }
 
@@ -86,7 +92,7 @@ impl Admission {
         self.claims(&report, cluster)?;
         Ok(Admitted {
             entry,
-            kid: unverified.kid().to_owned(),
+            kid: unverified.into_kid(),
             claims: report,
         })
     }
@@ -108,7 +114,7 @@ impl Admission {
         self.claims(&request, cluster)?;
         Ok(Admitted {
             entry,
-            kid: unverified.kid().to_owned(),
+            kid: unverified.into_kid(),
             claims: request,
         })
     }

@@ -76,6 +76,16 @@ pub struct BrakeLabels {
     pub state: &'static str,
 }
 
+/// What the batches are counted in: their number and the signatures they held (the mean
+/// batch size is the ratio).
+#[derive(Clone, Debug, Default)]
+pub struct BatchCounters {
+    /// Batches verified.
+    pub batches: Counter,
+    /// Signatures verified in them.
+    pub signatures: Counter,
+}
+
 /// Every hub metric.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -109,6 +119,8 @@ pub struct Metrics {
     pub set_satisfied: Family<SetLabels, Gauge>,
     /// MemberCluster condition transitions, and the optional per-cluster gauges.
     pub transitions: Transitions,
+    /// Heartbeat signature batches and the signatures they held.
+    pub signature_batches: BatchCounters,
 }
 
 impl Metrics {
@@ -193,6 +205,16 @@ impl Metrics {
             "set_satisfied",
             "1 while a ClusterSet or Set has as many eligible selected clusters as it wants",
             m.set_satisfied.clone(),
+        );
+        r.register(
+            "signature_batches",
+            "Batches of heartbeat signatures verified together (--batch-verify)",
+            m.signature_batches.batches.clone(),
+        );
+        r.register(
+            "batched_signatures",
+            "Heartbeat signatures verified in batches; over signature_batches, the mean batch size",
+            m.signature_batches.signatures.clone(),
         );
         m.transitions.register(r);
         m

@@ -290,7 +290,12 @@ impl Starting {
             freshness,
             ..
         } = &opts.decisions;
-        let admission = Admission::new(audience.clone(), *freshness, opts.batch_verify);
+        let admission = Admission::new(
+            audience.clone(),
+            *freshness,
+            opts.batch_verify,
+            fleet.metrics().signature_batches.clone(),
+        );
         failures.count_limited_sources_in(fleet.metrics().failure_limited_sources.clone());
         let state = AppState {
             fleet: fleet.clone(),

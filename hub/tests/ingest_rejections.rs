@@ -163,7 +163,12 @@ impl Fixture {
         assert!(problems.is_empty(), "{problems:?}");
         // Strict verification, one signature at a time: every refusal below is the
         // strict one (batching refuses the same, see `admission::batch`).
-        let admission = Admission::new(AUDIENCE.into(), Freshness::default(), None);
+        let admission = Admission::new(
+            AUDIENCE.into(),
+            Freshness::default(),
+            None,
+            Default::default(),
+        );
         let app = ingest::router(AppState {
             fleet: fleet.clone(),
             admission: Arc::new(admission),

@@ -335,6 +335,9 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     let mut driven = drive::drive(&agents, &clients, &urls, &healthz, schedule, &probe).await?;
     attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
     let end = probe();
+    if !args.floor {
+        print_batches(&setup, &hub.admin_url).await;
+    }
     hub.stop();
     let allocs_per_hb = allocations.map(|a| a.per_heartbeat);
     Ok(stats::summarize(
@@ -344,4 +347,25 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
         allocs_per_hb,
         end,
     ))
+}
+
+/// How the hub batched the run's signatures (warm-up included), from its `/metrics`:
+/// the batches and the signatures in them; nothing when batching is off or the scrape fails.
+async fn print_batches(client: &reqwest::Client, admin: &reqwest::Url) {
+    let Ok(url) = admin.join("/metrics") else {
+        return;
+    };
+    let text = match client.get(url).send().await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => return,
+    };
+    let batches = histogram::counter(&text, "fleetpulse_hub_signature_batches_total", "");
+    let signatures = histogram::counter(&text, "fleetpulse_hub_batched_signatures_total", "");
+    if batches > 0 {
+        println!(
+            "signature batches: {signatures} signatures in {batches} batches, {:.1} a batch \
+             (the whole run, warm-up included)",
+            signatures as f64 / batches as f64
+        );
+    }
 }

@@ -145,6 +145,11 @@ impl Unverified<'_> {
         &self.kid
     }
 
+    /// The key id, taken out (for whoever keeps it once the JWS is admitted).
+    pub fn into_kid(self) -> String {
+        self.kid
+    }
+
     /// Verifies the signature strictly with `key` and returns the decoded payload.
     pub fn verify(&self, key: &VerifyingKey) -> Result<Vec<u8>, JwsError> {
         let verified = key

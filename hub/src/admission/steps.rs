@@ -55,14 +55,9 @@ pub async fn read_body(body: Body) -> Result<Bytes, Refusal> {
 
 /// Step 2: the body is a JWS compact serialization (`application/jose`).
 pub fn media_type(headers: &HeaderMap) -> Result<(), Refusal> {
-    let media = header_str(headers, header::CONTENT_TYPE).map(|v| {
-        v.split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase()
-    });
-    if media.as_deref() == Some(CONTENT_TYPE_JOSE) {
+    let media = header_str(headers, header::CONTENT_TYPE)
+        .map(|v| v.split(';').next().unwrap_or_default().trim());
+    if media.is_some_and(|m| m.eq_ignore_ascii_case(CONTENT_TYPE_JOSE)) {
         Ok(())
     } else {
         Err(Refusal::new(

@@ -6,6 +6,7 @@
 //! and the admin one) are bound and switched from the standby router to the hub's here.
 
 mod accept;
+mod coalesce;
 mod connection;
 
 use std::net::SocketAddr;

@@ -20,6 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+use super::coalesce::Coalesced;
 use crate::server::limits::ConnectionLimits;
 
 /// The HTTP server of every connection, limits applied.
@@ -53,8 +54,7 @@ pub(super) async fn serve<S>(
         activity: activity.clone(),
     });
     let conn = builder.serve_connection(io, TowerToHyperService::new(app));
-    let conn = watcher.watch(conn.into_owned());
-    tokio::pin!(conn);
+    let mut conn = Coalesced::new(watcher.watch(conn.into_owned()));
     loop {
         tokio::select! {
             ended = &mut conn => {
