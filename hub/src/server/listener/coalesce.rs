@@ -181,9 +181,11 @@ mod tests {
     fn answers_finished_together_cost_the_connection_one_poll() {
         let bare = polls_while_handlers_finish(10, false);
         let coalesced = polls_while_handlers_finish(10, true);
+        // Without it the connection runs while handlers are still finishing (tokio runs a
+        // woken task next), and again for the answers that came after.
         assert!(
-            bare >= 4,
-            "without coalescing the connection runs after each of several handlers: {bare}"
+            bare >= 2,
+            "without coalescing the connection runs more than once: {bare}"
         );
         assert_eq!(coalesced, 1, "with coalescing it runs once, after them all");
     }
