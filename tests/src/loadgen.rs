@@ -352,12 +352,8 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
 /// How the hub batched the run's signatures (warm-up included), from its `/metrics`:
 /// the batches and the signatures in them; nothing when batching is off or the scrape fails.
 async fn print_batches(client: &reqwest::Client, admin: &reqwest::Url) {
-    let Ok(url) = admin.join("/metrics") else {
+    let Some(text) = hub::scrape_metrics(client, admin).await else {
         return;
-    };
-    let text = match client.get(url).send().await {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(_) => return,
     };
     let batches = histogram::counter(&text, "fleetpulse_hub_signature_batches_total", "");
     let signatures = histogram::counter(&text, "fleetpulse_hub_batched_signatures_total", "");

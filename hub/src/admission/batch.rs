@@ -102,13 +102,11 @@ impl BatchVerifier {
         let started = {
             let mut queue = self.queue.lock();
             queue.jobs.push(job);
-            let started = if queue.jobs.len() == 1 {
+            let started = (queue.jobs.len() == 1).then(|| {
                 let (full, filled) = oneshot::channel();
                 queue.full = Some(full);
-                Some(filled)
-            } else {
-                None
-            };
+                filled
+            });
             if queue.jobs.len() >= self.settings.max_batch
                 && let Some(full) = queue.full.take()
             {
@@ -127,11 +125,8 @@ impl BatchVerifier {
 
     async fn run_batch(&self, filled: oneshot::Receiver<()>) {
         let _ = tokio::time::timeout(self.settings.max_wait, filled).await;
-        let jobs = {
-            let mut queue = self.queue.lock();
-            queue.full = None;
-            std::mem::take(&mut queue.jobs)
-        };
+        // The queue taken whole: the next signature starts a batch of its own.
+        let Queue { jobs, .. } = std::mem::take(&mut *self.queue.lock());
         self.counters.batches.inc();
         self.counters.signatures.inc_by(jobs.len() as u64);
         let items: Vec<Item<'_>> = jobs

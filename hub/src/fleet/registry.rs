@@ -39,6 +39,32 @@ pub use crate::ids::cluster_id;
 type FastHashMap<K, V> =
     imbl::GenericHashMap<K, V, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
 
+/// The clusters twice, changed together so the two cannot disagree: in namespace/name
+/// order (listing, a namespace's range) and by hash (the heartbeat path's lookup, where a
+/// B-tree walk compares the id with a dozen others' strings, each a cache miss at fleet
+/// scale).
+#[derive(Clone, Debug, Default)]
+struct ClusterIndex {
+    ordered: OrdMap<ClusterId, Arc<ClusterEntry>>,
+    by_id: FastHashMap<ClusterId, Arc<ClusterEntry>>,
+}
+
+impl ClusterIndex {
+    fn get(&self, id: &ClusterId) -> Option<&Arc<ClusterEntry>> {
+        self.by_id.get(id)
+    }
+
+    fn insert(&mut self, entry: Arc<ClusterEntry>) {
+        self.by_id.insert(entry.id.clone(), entry.clone());
+        self.ordered.insert(entry.id.clone(), entry);
+    }
+
+    fn remove(&mut self, id: &ClusterId) -> Option<Arc<ClusterEntry>> {
+        self.by_id.remove(id);
+        self.ordered.remove(id)
+    }
+}
+
 /// One MemberCluster with what the hub derived from it, and its runtime state.
 #[derive(Debug)]
 pub struct ClusterEntry {
@@ -99,10 +125,7 @@ pub struct Applied {
 /// The indexed desired state.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
-    clusters: OrdMap<ClusterId, Arc<ClusterEntry>>,
-    /// The same entries by hash, for the heartbeat path's lookup: a B-tree walk compares
-    /// the id with a dozen others' strings, each a cache miss at fleet scale.
-    by_id: FastHashMap<ClusterId, Arc<ClusterEntry>>,
+    clusters: ClusterIndex,
     /// Every cluster that lists a key, in namespace/name order: the first owns it. Nearly
     /// always one, so a sorted `Vec` (a B-tree node here cost about 4.8 KB per cluster).
     keys: FastHashMap<String, Vec<KeyBinding>>,
@@ -178,7 +201,7 @@ impl Registry {
                     touched_policies.insert(key.clone());
                     put(&mut next.policies, key, policy);
                     // Every cluster of the namespace is rebuilt with its current object.
-                    for (id, entry) in next.clusters.range(namespace_range(&namespace)) {
+                    for (id, entry) in next.clusters.ordered.range(namespace_range(&namespace)) {
                         objects
                             .entry(id.clone())
                             .or_insert_with(|| Some(entry.object.clone()));
@@ -187,7 +210,6 @@ impl Registry {
             }
         }
         for (id, mc) in objects {
-            next.by_id.remove(&id);
             if let Some(old) = next.clusters.remove(&id) {
                 next.unbind(&old, &mut touched_policies);
             }
@@ -199,9 +221,7 @@ impl Registry {
                 .unwrap_or_else(|| state_for(&id));
             let entry = next.entry(id.clone(), mc, state, now, &mut applied.problems);
             next.bind(&entry, &mut touched_policies, &mut applied.problems);
-            let entry = Arc::new(entry);
-            next.by_id.insert(id.clone(), entry.clone());
-            next.clusters.insert(id.clone(), entry);
+            next.clusters.insert(Arc::new(entry));
             applied.rebuilt.push(id);
         }
         for key in touched_policies {
@@ -325,17 +345,17 @@ impl Registry {
 
     /// A cluster by id.
     pub fn cluster(&self, id: &ClusterId) -> Option<&Arc<ClusterEntry>> {
-        self.by_id.get(id)
+        self.clusters.get(id)
     }
 
     /// Every cluster, in namespace/name order.
     pub fn clusters(&self) -> impl Iterator<Item = &Arc<ClusterEntry>> {
-        self.clusters.values()
+        self.clusters.ordered.values()
     }
 
     /// How many clusters there are.
     pub fn cluster_count(&self) -> usize {
-        self.clusters.len()
+        self.clusters.ordered.len()
     }
 
     /// A key by key id: its owner (the first cluster listing it).

@@ -96,7 +96,7 @@ impl Pace {
         let start = tokio::time::Instant::now();
         sync();
         let took = start.elapsed();
-        self.next = tokio::time::Instant::now() + Self::wait_after(took);
+        self.next = start + took + Self::wait_after(took);
     }
 
     /// The wait after a sync that took `took`.

@@ -321,3 +321,10 @@ pub fn pin_process(pid: u32, cpus: &str) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The text of the hub's `/metrics` on its admin listener; `None` when it does not answer
+/// with success.
+pub async fn scrape_metrics(client: &reqwest::Client, admin: &reqwest::Url) -> Option<String> {
+    let response = client.get(admin.join("/metrics").ok()?).send().await.ok()?;
+    response.error_for_status().ok()?.text().await.ok()
+}

@@ -205,8 +205,7 @@ pub async fn run(args: &Args, n: usize) -> anyhow::Result<RealRun> {
 
 /// The hub's count of accepted heartbeats, from its admin listener's `/metrics`.
 async fn hub_accepted(client: &reqwest::Client, admin: &reqwest::Url) -> Option<u64> {
-    let response = client.get(admin.join("/metrics").ok()?).send().await.ok()?;
-    let text = response.error_for_status().ok()?.text().await.ok()?;
+    let text = hub::scrape_metrics(client, admin).await?;
     let name = "fleetpulse_hub_heartbeats_total";
     Some(histogram::counter(&text, name, "result=\"accepted\""))
 }

@@ -51,7 +51,7 @@ impl Registry {
     pub fn diff(&self, objects: &Objects) -> Vec<Change> {
         let mut changes = Vec::new();
         diff_kind(
-            &self.clusters,
+            &self.clusters.ordered,
             |e| &e.object,
             &objects.member_clusters,
             cluster_id,

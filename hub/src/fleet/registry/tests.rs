@@ -186,6 +186,11 @@ fn changes_applied_one_by_one_end_where_a_fresh_build_of_the_result_does() {
     let (fresh, _) = Registry::build(&objects, state, wall());
     let ids = |r: &Registry| r.clusters().map(|e| e.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(&incremental), ids(&fresh));
+    // The lookup by id agrees with the listing: the deleted cluster is gone from both.
+    assert!(
+        incremental.cluster(&a).is_none(),
+        "{a} is still found by id"
+    );
     for entry in fresh.clusters() {
         let other = incremental.cluster(&entry.id).unwrap();
         assert_eq!(other.config_hash, entry.config_hash, "{}", entry.id);
