@@ -24,7 +24,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -131,21 +130,26 @@ impl Hub {
         let (admin_listener, admin_addr) = listener::bound(opts.admin.listen).await?;
         // Probes answer from the start; everything else is refused until this replica
         // leads and has loaded its state.
-        let (router, routed) = watch::channel(standby::router("loading objects and state", false));
+        let (router, routed) =
+            watch::channel(standby::router("loading objects and state", false).into());
         let (admin, admin_routed) =
-            watch::channel(standby::admin_router("loading objects and state"));
+            watch::channel(standby::admin_router("loading objects and state").into());
         tracing::info!(addr = %admin_addr, auth = guard.describe(), "admin API (read API, /metrics) bound");
         tracing::info!(%addr, "listening; agents are served once this replica leads and has loaded its state");
         tasks.spawn(listener::serve(
             admin_listener,
-            admin::protect(listener::switch(admin_routed), guard, failures.clone()),
+            admin::protect(
+                listener::Switch::new(admin_routed).into_router(),
+                guard,
+                failures.clone(),
+            ),
             tls.clone(),
             opts.limits.clone(),
             shutdown.clone(),
         ));
         tasks.spawn(listener::serve(
             listener,
-            listener::switch(routed),
+            listener::Switch::new(routed),
             tls,
             opts.limits.clone(),
             shutdown.clone(),
@@ -170,8 +174,8 @@ pub struct Starting {
     /// The bound address of the admin listener.
     pub admin_addr: SocketAddr,
     opts: HubOptions,
-    router: watch::Sender<Router>,
-    admin: watch::Sender<Router>,
+    router: watch::Sender<listener::Routed>,
+    admin: watch::Sender<listener::Routed>,
     failures: Arc<FailureLimit>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
@@ -202,16 +206,22 @@ impl Starting {
                         "standing by: another hub replica holds the lease",
                         labelled,
                     )
+                    .into()
                 });
                 admin.send_modify(|r| {
                     *r = standby::admin_router("standing by: another hub replica holds the lease")
+                        .into()
                 });
                 let leadership = tokio::select! {
                     leadership = leader::acquire(client.clone(), settings) => leadership?,
                     () = source.follow() => unreachable!("following never ends"),
                 };
-                router.send_modify(|r| *r = standby::router("loading objects and state", false));
-                admin.send_modify(|r| *r = standby::admin_router("loading objects and state"));
+                router.send_modify(|r| {
+                    *r = standby::router("loading objects and state", false).into()
+                });
+                admin.send_modify(|r| {
+                    *r = standby::admin_router("loading objects and state").into()
+                });
                 Some(leadership)
             }
             _ => None,
@@ -303,16 +313,17 @@ impl Starting {
             failures,
         };
         let admin_app = ingest::admin_router(state.clone());
-        let app = ingest::router(state);
+        let app = ingest::router(state.clone());
         let app = services::serve_enrolment(&opts, &fleet, app, &shutdown).await?;
-        let (app, sharding) = match (&opts.kube, &opts.shards) {
+        let (app, agents, sharding) = match (&opts.kube, &opts.shards) {
             (Some(client), Some(settings)) => {
                 let tls = opts.tls.is_some();
                 let (shards, running) =
                     sharding::start(client.clone(), settings.clone(), addr, tls, &fleet, &cell);
-                (sharding::gate(app, shards), Some(running))
+                let agents = listener::Direct::new(state, Some(shards.clone()));
+                (sharding::gate(app, shards), agents, Some(running))
             }
-            _ => (app, None),
+            _ => (app, listener::Direct::new(state, None), None),
         };
         // The embedded store's writes failing makes `/readyz` fail; in Kubernetes mode
         // status writes retry through API outages, which a restart would not cure.
@@ -327,8 +338,8 @@ impl Starting {
             let (fleet, args, stop) = (fleet.clone(), opts.adopt.clone(), shutdown.clone());
             tasks.spawn(crate::adoption::run(client, fleet, args, namespace, stop));
         }
-        router.send_modify(|r| *r = app);
-        admin.send_modify(|r| *r = admin_app);
+        router.send_modify(|r| *r = listener::Routed::with_agents(app, agents));
+        admin.send_modify(|r| *r = admin_app.into());
         tasks.spawn(background::run(
             fleet.clone(),
             manifests,

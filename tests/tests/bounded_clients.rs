@@ -1,7 +1,8 @@
 //! What one client can hold on the real `fleetpulse-hub serve`, on loopback: a connection
 //! that sends its headers or body too slowly is cut off, connections beyond the cap are
 //! closed at once while a connected agent keeps reporting, and a hub out of file
-//! descriptors backs off instead of spinning, with a log that stays small.
+//! descriptors backs off instead of spinning, with a log that stays small; and the agent
+//! endpoints, served in front of the router, answer as the router would.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -98,6 +99,71 @@ fn a_client_sending_its_headers_or_body_too_slowly_is_cut_off() -> anyhow::Resul
     let mut answer = String::new();
     prompt.read_to_string(&mut answer)?;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    Ok(())
+}
+
+/// `request` sent alone on a new connection to `addr` (it must ask to close), and the
+/// whole answer.
+fn exchange(addr: SocketAddr, request: &str) -> anyhow::Result<String> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(DEADLINE))?;
+    stream.write_all(request.as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// The agents' listener serves the agent endpoints in front of its router; the answers
+/// are the router's: the wrong method is 405 naming the right ones, another action under
+/// a cluster 404, a heartbeat that is not a JWS refused `malformed_jws`, and the probes
+/// and other paths still reach the router.
+#[test]
+fn the_agent_endpoints_answer_through_the_listener_as_through_the_router() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_hub, addr) = plain_hub(dir.path(), &[])?;
+    let get = |path: &str| {
+        exchange(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"),
+        )
+    };
+
+    let answer = get("/v1/clusters/fleet/edge-1/heartbeat")?;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("\r\nallow: post\r\n"),
+        "{answer}"
+    );
+    let answer = exchange(
+        addr,
+        "DELETE /v1/clusters/fleet/edge-1/config HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n",
+    )?;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nallow: get,head\r\n"),
+        "{answer}"
+    );
+    for path in [
+        "/v1/clusters/fleet/edge-1/status",
+        "/v1/clusters/fleet//heartbeat",
+        "/v1/nothing",
+    ] {
+        let answer = get(path)?;
+        assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+    }
+    let answer = exchange(
+        addr,
+        "POST /v1/clusters/fleet/edge-1/heartbeat HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\
+         Content-Type: application/jose\r\nContent-Length: 9\r\n\r\nnot-a-jws",
+    )?;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("malformed_jws"), "{answer}");
+    for probe in ["/healthz", "/readyz"] {
+        let answer = get(probe)?;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{probe}: {answer}");
+    }
     Ok(())
 }
 

@@ -5,6 +5,10 @@
 //! failures ([`crate::limiter::failures`]), which counts those that are such failures and
 //! turns them into 429 once their source is over its limit; a request that authenticates
 //! is served whatever its source's count. Every outcome is counted by its label.
+//!
+//! The agents' listener matches these endpoints' paths itself and calls [`serve`], without
+//! a pass through the router; the router's fallback ([`dispatch`]) serves them the same
+//! way for callers of the router itself (tests).
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -28,6 +32,17 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Respon
     let Some((cluster, endpoint)) = agent_endpoint(request.uri().path()) else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    serve(&state, cluster, endpoint, request).await
+}
+
+/// `request` for `endpoint` of `cluster`, by method: what [`dispatch`] does once it has
+/// matched the path, for the listener to call on a path it matched itself.
+pub async fn serve(
+    state: &AppState,
+    cluster: ClusterId,
+    endpoint: Endpoint,
+    request: Request,
+) -> Response {
     let source = Source::of_peer(request.extensions().get::<ConnectInfo<SocketAddr>>());
     match (endpoint, request.method()) {
         (Endpoint::Heartbeat, &Method::POST) => heartbeat(&state, source, cluster, request).await,

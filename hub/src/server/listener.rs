@@ -9,28 +9,41 @@ mod accept;
 mod coalesce;
 mod connection;
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Request;
+use axum::response::Response;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Either};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower::util::Oneshot;
+
+use crate::ingest::AppState;
+use crate::ingest::agent;
+use crate::ingest::routes::agent_endpoint;
+use crate::kubernetes::shard_leases::Shards;
 
 use super::limits::ConnectionLimits;
 
 pub(super) async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: impl connection::App,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limits: ConnectionLimits,
     stop: CancellationToken,
 ) {
     let graceful = GracefulShutdown::new();
     let open = Arc::new(Semaphore::new(limits.max_connections));
-    let app = connection::body_deadline(app, limits.body_read_timeout_seconds);
     let builder = connection::builder(&limits);
     let mut errors = accept::Backoff::default();
     let mut full = accept::Refusals::default();
@@ -58,9 +71,7 @@ pub(super) async fn serve(
         let _ = stream.set_nodelay(true);
         // The peer's address, for the limits per source (enrolment refusals, and
         // authentication failures on both listeners).
-        let app = app
-            .clone()
-            .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+        let app = connection::Served::new(app.clone(), peer, limits.body_read_timeout_seconds);
         let watcher = graceful.watcher();
         let (tls, builder) = (tls.clone(), builder.clone());
         let (handshake, idle) = (
@@ -100,11 +111,110 @@ pub(super) async fn bound(addr: SocketAddr) -> Result<(TcpListener, SocketAddr),
     Ok((listener, bound))
 }
 
-/// Routes each request to the router currently in `routed` (standby, then the hub's).
-pub(super) fn switch(routed: tokio::sync::watch::Receiver<Router>) -> Router {
-    use tower::ServiceExt;
-    Router::new().fallback_service(tower::service_fn(move |request: axum::extract::Request| {
-        let router = routed.borrow().clone();
-        async move { router.oneshot(request).await }
-    }))
+/// The agent endpoints as the agents' listener serves them, in front of the router: a
+/// request for one goes straight to its handler (through the shard gate when replicas
+/// share the fleet), every other request to the router. A pass through the router costs
+/// a request about 3 µs; the router's routes never match these paths (they fall to
+/// [`agent::dispatch`], which serves them the same way), so the answer is the same.
+#[derive(Clone)]
+pub(super) struct Direct {
+    state: AppState,
+    shards: Option<Shards>,
+}
+
+impl Direct {
+    /// The endpoints of `state`'s fleet, gated by `shards` when replicas share it.
+    pub(super) fn new(state: AppState, shards: Option<Shards>) -> Self {
+        Self { state, shards }
+    }
+
+    /// The answer to `request` if it is for an agent endpoint; otherwise the request,
+    /// for the router.
+    fn route(&self, request: Request) -> Result<BoxFuture<'static, Response>, Request> {
+        let Some((cluster, endpoint)) = agent_endpoint(request.uri().path()) else {
+            return Err(request);
+        };
+        if let Some(answer) = self
+            .shards
+            .as_ref()
+            .and_then(|shards| super::shard_gate::elsewhere(shards, &request))
+        {
+            return Ok(Box::pin(std::future::ready(answer)));
+        }
+        let state = self.state.clone();
+        Ok(Box::pin(async move {
+            agent::serve(&state, cluster, endpoint, request).await
+        }))
+    }
+}
+
+/// What a listener serves, switched as the replica's role changes (standby, loading, then
+/// serving): the router, and once the hub serves agents, their endpoints in front of it.
+#[derive(Clone)]
+pub(super) struct Routed {
+    router: Router,
+    agents: Option<Direct>,
+}
+
+impl Routed {
+    /// `router`, with the agent endpoints of `agents` served in front of it.
+    pub(super) fn with_agents(router: Router, agents: Direct) -> Self {
+        Self {
+            router,
+            agents: Some(agents),
+        }
+    }
+}
+
+impl From<Router> for Routed {
+    /// Every request to `router`.
+    fn from(router: Router) -> Self {
+        Self {
+            router,
+            agents: None,
+        }
+    }
+}
+
+/// Routes each request to what `routed` holds now.
+#[derive(Clone)]
+pub(super) struct Switch(watch::Receiver<Routed>);
+
+impl Switch {
+    pub(super) fn new(routed: watch::Receiver<Routed>) -> Self {
+        Self(routed)
+    }
+
+    /// The switch as a router, for layers that wrap a router.
+    pub(super) fn into_router(self) -> Router {
+        Router::new().fallback_service(self)
+    }
+}
+
+impl tower::Service<Request> for Switch {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<
+        futures::future::Map<
+            BoxFuture<'static, Response>,
+            fn(Response) -> Result<Response, Infallible>,
+        >,
+        Oneshot<Router, Request>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let routed = self.0.borrow();
+        let request = match &routed.agents {
+            Some(agents) => match agents.route(request) {
+                Ok(answer) => return Either::Left(answer.map(Ok)),
+                Err(request) => request,
+            },
+            None => request,
+        };
+        Either::Right(routed.router.clone().oneshot(request))
+    }
 }

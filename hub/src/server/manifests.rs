@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
@@ -18,7 +17,7 @@ use crate::fleet::Fleet;
 pub(super) async fn load_every(
     fleet: &Fleet,
     manifests: &mut ManifestDir,
-    router: &watch::Sender<Router>,
+    router: &watch::Sender<super::listener::Routed>,
     rescan: Duration,
 ) {
     reload(fleet, manifests, true);
@@ -36,7 +35,7 @@ pub(super) async fn load_every(
         );
         if why != said {
             tracing::error!(files = unloaded.len(), problem = %why, "manifests failed to load at start");
-            router.send_modify(|r| *r = standby::router(why.clone(), false));
+            router.send_modify(|r| *r = standby::router(why.clone(), false).into());
             said = why;
         }
         tokio::time::sleep(rescan).await;

@@ -33,15 +33,23 @@ fn cluster_of(path: &str) -> Option<ClusterId> {
 /// The middleware: passes requests for owned shards (and every request not for a
 /// cluster: probes, enrolment), answers the others with where to go.
 pub async fn gate(State(shards): State<Shards>, request: Request, next: Next) -> Response {
-    let Some(cluster) = cluster_of(request.uri().path()) else {
-        return next.run(request).await;
-    };
+    match elsewhere(&shards, &request) {
+        Some(answer) => answer,
+        None => next.run(request).await,
+    }
+}
+
+/// The answer to `request` when it is for a cluster in a shard this replica does not
+/// own: a redirect to the owner, or `503` while the shard has none; `None` when this
+/// replica serves it.
+pub fn elsewhere(shards: &Shards, request: &Request) -> Option<Response> {
+    let cluster = cluster_of(request.uri().path())?;
     let shard = shards.shard_of(&cluster);
     if shards.owns(shard) {
-        return next.run(request).await;
+        return None;
     }
     let count = shards.count();
-    match shards
+    let answer = match shards
         .owner(shard)
         .filter(|o| o.identity != shards.identity())
     {
@@ -52,7 +60,7 @@ pub async fn gate(State(shards): State<Shards>, request: Request, next: Next) ->
                      published no URL on its shard Lease: give every replica the URL agents reach it at",
                     owner.identity
                 );
-                return Refusal::new(RejectCode::Unavailable, why).into_response();
+                return Some(Refusal::new(RejectCode::Unavailable, why).into_response());
             };
             let path = request.uri().path_and_query().map_or("", |p| p.as_str());
             let location = format!("{}{path}", url.trim_end_matches('/'));
@@ -75,7 +83,8 @@ pub async fn gate(State(shards): State<Shards>, request: Request, next: Next) ->
             );
             Refusal::new(RejectCode::Unavailable, why).into_response()
         }
-    }
+    };
+    Some(answer)
 }
 
 #[cfg(test)]

@@ -2,23 +2,26 @@
 //! deadline on every request, and an idle timer that closes a connection carrying no
 //! bytes for the idle timeout.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
-use hyper::body::{Frame, SizeHint};
+use axum::extract::{ConnectInfo, Request};
+use axum::response::Response;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::Watcher;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
+use tower::ServiceExt;
+use tower::util::Oneshot;
 
 use super::coalesce::Coalesced;
 use crate::server::limits::ConnectionLimits;
@@ -39,21 +42,22 @@ pub(super) fn builder(limits: &ConnectionLimits) -> Builder<TokioExecutor> {
 }
 
 /// Serves `stream` until it ends, shutdown drains it, or it stays idle for `idle`.
-pub(super) async fn serve<S>(
+pub(super) async fn serve<S, A>(
     stream: S,
-    app: Router,
+    service: Served<A>,
     builder: Builder<TokioExecutor>,
     watcher: Watcher,
     idle: Duration,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    A: App,
 {
     let activity = Activity::new();
     let io = TokioIo::new(Tracked {
         inner: stream,
         activity: activity.clone(),
     });
-    let conn = builder.serve_connection(io, TowerToHyperService::new(app));
+    let conn = builder.serve_connection(io, service);
     let mut conn = Coalesced::new(watcher.watch(conn.into_owned()));
     loop {
         tokio::select! {
@@ -141,29 +145,75 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     }
 }
 
+/// What a listener serves: the router (or the switch in front of the current router).
+pub(in crate::server) trait App:
+    tower::Service<Request, Response = Response, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<A> App for A where
+    A: tower::Service<Request, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A connection's service: every request gets the peer's address (`ConnectInfo`, for the
+/// limits per source) and its body the deadline, then goes to `app`. Done here, once per
+/// request, rather than as router layers, which would wrap every route and cost a pass
+/// through a router of their own.
+#[derive(Clone)]
+pub(super) struct Served<A> {
+    app: A,
+    peer: SocketAddr,
+    body_limit: Duration,
+}
+
+impl<A> Served<A> {
+    /// `app` for a connection from `peer`, with bodies due within `body_limit` of their
+    /// headers.
+    pub(super) fn new(app: A, peer: SocketAddr, body_limit: Duration) -> Self {
+        Self {
+            app,
+            peer,
+            body_limit,
+        }
+    }
+}
+
+impl<A: App> hyper::service::Service<hyper::Request<Incoming>> for Served<A> {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Oneshot<A, Request>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let limit = self.body_limit;
+        let deadline = Instant::now() + limit;
+        let mut request = request.map(|body| {
+            Body::new(Deadline {
+                inner: body,
+                deadline,
+                sleep: None,
+                limit,
+            })
+        });
+        request.extensions_mut().insert(ConnectInfo(self.peer));
+        self.app.clone().oneshot(request)
+    }
+}
+
 /// Every request's body must arrive within `limit` of its headers; after that, reading it
 /// fails (the handler refuses the request) and the connection is not reused. The timer is
 /// armed only when the body is not all there when first read (a heartbeat's usually is: it
 /// arrives with its headers), so most requests cost no timer.
-pub(super) fn body_deadline(app: Router, limit: Duration) -> Router {
-    app.layer(tower::util::MapRequestLayer::new(
-        move |request: Request| {
-            let deadline = Instant::now() + limit;
-            request.map(|body| {
-                Body::new(Deadline {
-                    inner: body,
-                    deadline,
-                    sleep: None,
-                    limit,
-                })
-            })
-        },
-    ))
-}
-
-/// A request body that fails once its deadline passes.
 struct Deadline {
-    inner: Body,
+    inner: Incoming,
     deadline: Instant,
     /// Armed at the first read that has to wait.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -187,7 +237,7 @@ impl hyper::body::Body for Deadline {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            return Poll::Ready(frame);
+            return Poll::Ready(frame.map(|f| f.map_err(axum::Error::new)));
         }
         let deadline = this.deadline;
         let sleep = this
