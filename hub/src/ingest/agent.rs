@@ -45,9 +45,9 @@ pub async fn serve(
 ) -> Response {
     let source = Source::of_peer(request.extensions().get::<ConnectInfo<SocketAddr>>());
     match (endpoint, request.method()) {
-        (Endpoint::Heartbeat, &Method::POST) => heartbeat(&state, source, cluster, request).await,
+        (Endpoint::Heartbeat, &Method::POST) => heartbeat(state, source, cluster, request).await,
         (Endpoint::Config, &Method::GET | &Method::HEAD) => {
-            config(&state, source, cluster, request.headers())
+            config(state, source, cluster, request.headers())
         }
         (Endpoint::Heartbeat, _) => not_allowed("POST"),
         (Endpoint::Config, _) => not_allowed("GET,HEAD"),

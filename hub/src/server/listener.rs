@@ -28,9 +28,11 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tower::util::Oneshot;
 
+use fleetpulse_common::protocol::report::ClusterId;
+
 use crate::ingest::AppState;
 use crate::ingest::agent;
-use crate::ingest::routes::agent_endpoint;
+use crate::ingest::routes::{Endpoint, agent_endpoint};
 use crate::kubernetes::shard_leases::Shards;
 
 use super::limits::ConnectionLimits;
@@ -114,8 +116,9 @@ pub(super) async fn bound(addr: SocketAddr) -> Result<(TcpListener, SocketAddr),
 /// The agent endpoints as the agents' listener serves them, in front of the router: a
 /// request for one goes straight to its handler (through the shard gate when replicas
 /// share the fleet), every other request to the router. A pass through the router costs
-/// a request about 3 µs; the router's routes never match these paths (they fall to
-/// [`agent::dispatch`], which serves them the same way), so the answer is the same.
+/// its path matching, a clone of the boxed route and its layers' boxed futures; the
+/// router's routes never match these paths (they fall to [`agent::dispatch`], which serves
+/// them the same way), so the answer is the same.
 #[derive(Clone)]
 pub(super) struct Direct {
     state: AppState,
@@ -128,23 +131,23 @@ impl Direct {
         Self { state, shards }
     }
 
-    /// The answer to `request` if it is for an agent endpoint; otherwise the request,
-    /// for the router.
-    fn route(&self, request: Request) -> Result<BoxFuture<'static, Response>, Request> {
-        let Some((cluster, endpoint)) = agent_endpoint(request.uri().path()) else {
-            return Err(request);
-        };
+    /// The answer to `request`, for `endpoint` of `cluster` (its path, as
+    /// [`agent_endpoint`] read it).
+    fn serve(
+        &self,
+        cluster: ClusterId,
+        endpoint: Endpoint,
+        request: Request,
+    ) -> BoxFuture<'static, Response> {
         if let Some(answer) = self
             .shards
             .as_ref()
             .and_then(|shards| super::shard_gate::elsewhere(shards, &request))
         {
-            return Ok(Box::pin(std::future::ready(answer)));
+            return Box::pin(std::future::ready(answer));
         }
         let state = self.state.clone();
-        Ok(Box::pin(async move {
-            agent::serve(&state, cluster, endpoint, request).await
-        }))
+        Box::pin(async move { agent::serve(&state, cluster, endpoint, request).await })
     }
 }
 
@@ -208,13 +211,11 @@ impl tower::Service<Request> for Switch {
 
     fn call(&mut self, request: Request) -> Self::Future {
         let routed = self.0.borrow();
-        let request = match &routed.agents {
-            Some(agents) => match agents.route(request) {
-                Ok(answer) => return Either::Left(answer.map(Ok)),
-                Err(request) => request,
-            },
-            None => request,
-        };
+        if let Some(agents) = &routed.agents
+            && let Some((cluster, endpoint)) = agent_endpoint(request.uri().path())
+        {
+            return Either::Left(agents.serve(cluster, endpoint, request).map(Ok));
+        }
         Either::Right(routed.router.clone().oneshot(request))
     }
 }
