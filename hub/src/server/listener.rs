@@ -132,7 +132,8 @@ impl Direct {
     }
 
     /// The answer to `request`, for `endpoint` of `cluster` (its path, as
-    /// [`agent_endpoint`] read it).
+    /// [`agent_endpoint`] read it, which the shard gate takes rather than reading the
+    /// path again).
     fn serve(
         &self,
         cluster: ClusterId,
@@ -142,7 +143,7 @@ impl Direct {
         if let Some(answer) = self
             .shards
             .as_ref()
-            .and_then(|shards| super::shard_gate::elsewhere(shards, &request))
+            .and_then(|shards| super::shard_gate::elsewhere(shards, &cluster, &request))
         {
             return Box::pin(std::future::ready(answer));
         }
@@ -217,5 +218,79 @@ impl tower::Service<Request> for Switch {
             return Either::Left(agents.serve(cluster, endpoint, request).map(Ok));
         }
         Either::Right(routed.router.clone().oneshot(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use fleetpulse_common::protocol::replay::Freshness;
+
+    use super::*;
+    use crate::admission::Admission;
+    use crate::fleet::Settings;
+    use crate::limiter::failures::FailureLimit;
+    use crate::metrics::BatchCounters;
+    use crate::testing;
+
+    fn agents() -> Direct {
+        let state = AppState {
+            fleet: Arc::new(testing::fleet_in_memory(Settings::default())),
+            admission: Arc::new(Admission::new(
+                "fleetpulse".into(),
+                Freshness::default(),
+                None,
+                BatchCounters::default(),
+            )),
+            failures: Arc::new(FailureLimit::new(None)),
+        };
+        Direct::new(state, None)
+    }
+
+    async fn status(switch: &mut Switch, method: &str, path: &str) -> StatusCode {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        tower::Service::call(switch, request)
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// With agents, their endpoints are answered in front of the router (which answers
+    /// everything 418 here) and every other path reaches it; without, everything does.
+    #[tokio::test]
+    async fn the_agent_endpoints_are_answered_in_front_of_the_router_once_agents_are_served() {
+        let teapot = Router::new().fallback(|| async { StatusCode::IM_A_TEAPOT });
+        let heartbeat = "/v1/clusters/fleet/edge-1/heartbeat";
+        let (routed, receiver) = watch::channel(Routed::from(teapot.clone()));
+        let mut switch = Switch::new(receiver);
+        assert_eq!(
+            status(&mut switch, "GET", heartbeat).await,
+            StatusCode::IM_A_TEAPOT
+        );
+
+        routed.send_modify(|r| *r = Routed::with_agents(teapot, agents()));
+        assert_eq!(
+            status(&mut switch, "GET", heartbeat).await,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            status(&mut switch, "GET", "/v1/clusters/fleet/edge-1/config").await,
+            StatusCode::BAD_REQUEST,
+            "a config pull without its Authorization header is refused malformed_jws"
+        );
+        for other in ["/healthz", "/v1/clusters/fleet/edge-1/status"] {
+            assert_eq!(
+                status(&mut switch, "GET", other).await,
+                StatusCode::IM_A_TEAPOT,
+                "{other}"
+            );
+        }
     }
 }

@@ -33,18 +33,19 @@ fn cluster_of(path: &str) -> Option<ClusterId> {
 /// The middleware: passes requests for owned shards (and every request not for a
 /// cluster: probes, enrolment), answers the others with where to go.
 pub async fn gate(State(shards): State<Shards>, request: Request, next: Next) -> Response {
-    match elsewhere(&shards, &request) {
+    let answer =
+        cluster_of(request.uri().path()).and_then(|cluster| elsewhere(&shards, &cluster, &request));
+    match answer {
         Some(answer) => answer,
         None => next.run(request).await,
     }
 }
 
-/// The answer to `request` when it is for a cluster in a shard this replica does not
-/// own: a redirect to the owner, or `503` while the shard has none; `None` when this
-/// replica serves it.
-pub fn elsewhere(shards: &Shards, request: &Request) -> Option<Response> {
-    let cluster = cluster_of(request.uri().path())?;
-    let shard = shards.shard_of(&cluster);
+/// The answer to `request`, for `cluster`, when that cluster is in a shard this replica
+/// does not own: a redirect to the owner, or `503` while the shard has none; `None` when
+/// this replica serves it.
+pub fn elsewhere(shards: &Shards, cluster: &ClusterId, request: &Request) -> Option<Response> {
+    let shard = shards.shard_of(cluster);
     if shards.owns(shard) {
         return None;
     }
