@@ -11,13 +11,16 @@
 
 mod accept;
 pub mod cluster;
+pub mod history;
 mod hub_checks;
+pub mod overview;
 mod persist;
 mod ports;
 pub mod read;
 pub mod registry;
 pub mod rollouts;
 pub mod sets;
+pub mod timeline;
 pub mod transitions;
 
 use std::collections::HashMap;

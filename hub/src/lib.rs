@@ -9,6 +9,7 @@
 //! - [`fleet`]: desired state plus per-cluster runtime state.
 //! - [`admission`]: the one pipeline every agent request passes (size to replay).
 //! - [`ingest`]: the HTTP API (heartbeats, config, read API, probes), glue around it.
+//! - [`console`]: the read-only web console on the admin listener, and its live stream.
 //! - [`limiter`]: fixed-window limits per key, and the per-source limit on
 //!   authentication failures both listeners share.
 //! - [`store`]: durable state (embedded SQLite).
@@ -26,6 +27,7 @@
 pub mod admission;
 pub mod adoption;
 pub mod cli;
+pub mod console;
 pub mod core;
 pub mod embedded;
 pub mod enrolment;

@@ -312,7 +312,8 @@ impl Starting {
             admission: Arc::new(admission),
             failures,
         };
-        let admin_app = ingest::admin_router(state.clone());
+        let admin_app = ingest::admin_router(state.clone())
+            .merge(crate::console::router(fleet.clone(), shutdown.clone()));
         let app = ingest::router(state.clone());
         let app = services::serve_enrolment(&opts, &fleet, app, &shutdown).await?;
         let (app, agents, sharding) = match (&opts.kube, &opts.shards) {

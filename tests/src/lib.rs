@@ -1,6 +1,7 @@
 //! fleetpulse-tests: fixtures for end-to-end tests and the no-cluster demo.
 //!
 //! - [`admin_api`]: a GET against a hub listener, with or without a bearer token.
+//! - [`browser`]: headless Chromium over WebDriver, for the console's test.
 //! - [`pki`]: a throwaway CA and a hub certificate for loopback HTTPS.
 //! - [`detection_sim`]: the failure-detection simulator behind `detection-sim`.
 //! - [`fault_proxy`]: a loopback TCP proxy that delays, drops, blackholes and resets.
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin_api;
+pub mod browser;
 pub mod detection_sim;
 pub mod embedded_hub;
 pub mod fault_proxy;

@@ -40,6 +40,8 @@ pub struct Scenario {
     engines: CancellationToken,
     /// The cluster mirror objects live on, and the hub's mirror flags.
     mirrors: Option<(kube::Client, MirrorArgs)>,
+    /// The admin token file the hub requires, if any.
+    admin_token: Option<std::path::PathBuf>,
 }
 
 impl Scenario {
@@ -81,6 +83,7 @@ impl Scenario {
             interval: Duration::from_secs(interval_secs.into()),
             engines: CancellationToken::new(),
             mirrors,
+            admin_token: None,
         };
         scenario.start_hub().await?;
         scenario.url = format!("https://localhost:{}", scenario.addr.port()).parse()?;
@@ -95,6 +98,15 @@ impl Scenario {
         Ok(())
     }
 
+    /// Makes the hub require `token` on its admin listener from its next start (as
+    /// `--admin-token-file` does), even on loopback.
+    pub fn require_admin_token(&mut self, token: &str) -> anyhow::Result<()> {
+        let path = self.dir.path().join("admin.token");
+        std::fs::write(&path, token)?;
+        self.admin_token = Some(path);
+        Ok(())
+    }
+
     /// Options of the embedded hub (same data directory and addresses across restarts).
     pub fn hub_options(&self) -> HubOptions {
         let mut o = HubOptions::new(
@@ -104,6 +116,7 @@ impl Scenario {
         );
         o.tls = Some((self.pki.server_cert.clone(), self.pki.server_key.clone()));
         o.admin.listen = self.admin_addr;
+        o.admin.token_file.clone_from(&self.admin_token);
         if let Some((client, args)) = &self.mirrors {
             o.mirror_client = Some(client.clone());
             o.mirrors = args.clone();

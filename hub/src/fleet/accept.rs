@@ -74,6 +74,8 @@ impl Fleet {
         let accepted = state.core.heartbeat(heartbeat, now, wall)?;
         let pos = accepted.position;
         state.positions_dirty = true;
+        let previous = state.last_heartbeat;
+        (state.history).heard(previous, wall, entry.object.spec.heartbeat.interval_seconds);
         state.record_heartbeat(kid, report, wall);
         let changed = accepted.health_changed
             | self.watch_sharing(&mut state, kid, accepted.shared_key, wall);

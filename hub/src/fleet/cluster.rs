@@ -61,6 +61,8 @@ pub struct ClusterState {
     extra: Vec<Condition>,
     /// The statuses last written and the recent transitions (`describe`).
     pub transitions: super::transitions::TransitionLog,
+    /// Recent check result changes and heartbeat gaps (the console).
+    pub history: super::history::ClusterHistory,
     /// The term of this replica's ownership of the cluster's shard the detector last
     /// judged it in (0: not yet, or replicas do not share the fleet).
     pub shard_term: u64,
@@ -93,6 +95,7 @@ impl ClusterState {
             checks: status.checks,
             extra,
             transitions: Default::default(),
+            history: Default::default(),
             shard_term: 0,
         }
     }
@@ -157,9 +160,15 @@ impl ClusterState {
         self.checks.truncate(report.checks.len());
         for (i, c) in report.checks.iter().enumerate() {
             let Some(status) = self.checks.get_mut(i) else {
+                self.history
+                    .check_changed(&c.name, c.passing, &c.message, wall);
                 self.checks.push(c.clone());
                 continue;
             };
+            if status.passing != c.passing || status.message != c.message || status.name != c.name {
+                self.history
+                    .check_changed(&c.name, c.passing, &c.message, wall);
+            }
             // Exhaustive, so that a new field cannot be left stale.
             let CheckResult {
                 name,
@@ -191,6 +200,11 @@ impl ClusterState {
         }
         let failing = (self.checks.iter()).filter(|c| !c.passing && c.consecutive_failures > 0);
         failing.map(|c| c.name.clone()).collect()
+    }
+
+    /// The latest result of every check the last report carried.
+    pub fn checks(&self) -> &[CheckResult] {
+        &self.checks
     }
 
     /// Reachable but not Healthy: what a cluster is while its checks recover.

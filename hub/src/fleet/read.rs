@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use fleetpulse_common::api::{MEMBERSHIP_LABEL_VALUE, MemberCluster};
 
+use super::registry::ClusterEntry;
 use super::{Fleet, transitions};
 use crate::core::brake::BrakeState;
 use crate::ids::{ClusterId, SetKey};
@@ -17,20 +18,28 @@ impl Fleet {
         let mut membership = self.membership_labels();
         self.registry()
             .clusters()
-            .map(|e| {
-                let mut mc = (*e.object).clone();
-                let mut status = e.state.lock().live_status();
-                status.mirrors = self.mirror_statuses(&e.id);
-                mc.status = Some(status);
-                if let Some(keys) = membership.remove(&e.id) {
-                    let labels = mc.metadata.labels.get_or_insert_with(Default::default);
-                    for key in keys {
-                        labels.insert(key, MEMBERSHIP_LABEL_VALUE.to_owned());
-                    }
-                }
-                mc.redacted()
-            })
+            .map(|e| self.member_cluster(e, membership.remove(&e.id)))
             .collect()
+    }
+
+    /// One MemberCluster as [`Fleet::member_clusters`] shows it, with the membership
+    /// label keys of the sets that select it.
+    pub(super) fn member_cluster(
+        &self,
+        e: &ClusterEntry,
+        membership: Option<Vec<String>>,
+    ) -> MemberCluster {
+        let mut mc = (*e.object).clone();
+        let mut status = e.state.lock().live_status();
+        status.mirrors = self.mirror_statuses(&e.id);
+        mc.status = Some(status);
+        if let Some(keys) = membership {
+            let labels = mc.metadata.labels.get_or_insert_with(Default::default);
+            for key in keys {
+                labels.insert(key, MEMBERSHIP_LABEL_VALUE.to_owned());
+            }
+        }
+        mc.redacted()
     }
 
     /// Whether the partition brake holds set reassignment (and mirror writes) now.

@@ -35,6 +35,8 @@ pub struct SetsState {
     pub brake_changed: Option<Timestamp>,
     /// The clusters a tripped rollout held at the last evaluation.
     pub held: HashSet<ClusterId>,
+    /// Each set's recent selections (the console's failover timeline).
+    pub timelines: super::timeline::Timelines,
 }
 
 impl SetsState {
@@ -45,6 +47,7 @@ impl SetsState {
             rollouts,
             brake_changed: None,
             held: HashSet::new(),
+            timelines: Default::default(),
         }
     }
 }
@@ -120,6 +123,17 @@ impl Fleet {
         let mut effects = Vec::new();
         (sets.decisions).evaluate(sources, &views, &held, wall, &mut effects);
         sets.held = held;
+        for effect in &effects {
+            if let Effect::Set(change) = effect {
+                sets.timelines.record(change, wall);
+            }
+        }
+        let SetsState {
+            decisions,
+            timelines,
+            ..
+        } = &mut *sets;
+        timelines.retain(|key| decisions.sets.statuses.contains_key(key));
         drop(sets);
         let mut writes = Vec::with_capacity(effects.len());
         for effect in effects {

@@ -8,7 +8,9 @@
 //! open: only processes on the same host (or in the same Pod) reach it. A request answered
 //! 401 counts against its source's limit of authentication failures
 //! ([`crate::limiter::failures`]), shared with the agents' listener; a source over it is
-//! answered 429 before its token is looked at.
+//! answered 429 before its token is looked at. The console's page, script and style
+//! ([`crate::console`]) are the one exception: they carry no fleet data and load without a
+//! token, so that the page can ask for one; all the data they show needs it.
 
 mod kubernetes;
 mod token;
@@ -186,6 +188,11 @@ pub(super) fn protect(app: Router, guard: Guard, failures: Arc<FailureLimit>) ->
         move |request: Request, next: Next| {
             let (guard, failures) = (guard.clone(), failures.clone());
             async move {
+                // The console's page, script and style hold no fleet data: the login page
+                // must load before a token is entered.
+                if crate::console::is_asset(request.uri().path()) {
+                    return next.run(request).await;
+                }
                 let source = Source::of_peer(request.extensions().get::<ConnectInfo<SocketAddr>>());
                 if let Err(limited) = failures.check(source) {
                     return limited.into_response();

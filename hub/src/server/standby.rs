@@ -40,10 +40,11 @@ pub fn router(why: impl Into<std::sync::Arc<str>>, ready: bool) -> Router {
 }
 
 /// The admin router of a replica that is loading or standing by: `/metrics` with
-/// `fleetpulse_hub_leader 0`, and `503 unavailable` saying `why` for the read API.
+/// `fleetpulse_hub_leader 0`, the console's page (which then shows why it has no data),
+/// and `503 unavailable` saying `why` for the read API.
 pub fn admin_router(why: impl Into<std::sync::Arc<str>>) -> Router {
     let why: std::sync::Arc<str> = why.into();
-    Router::new()
+    crate::console::assets_router()
         .route(
             "/metrics",
             get(|| async { ([(CONTENT_TYPE, OPENMETRICS)], NOT_LEADER) }),

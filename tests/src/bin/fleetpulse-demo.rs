@@ -179,8 +179,10 @@ async fn main() -> anyhow::Result<()> {
     s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     println!(
         "1. A hub is listening on {} for agents (embedded mode, HTTPS with a throwaway CA),\n   \
-         its read API and /metrics on {} (loopback).",
-        s.url, s.admin_url
+         its read API and /metrics on {} (loopback).\n   \
+         Console: {}console/ (open it in a browser to watch the failovers live; the CA is\n   \
+         throwaway, so the browser asks once to trust the certificate)",
+        s.url, s.admin_url, s.admin_url
     );
     println!(
         "   {n} member clusters are simulated Kubernetes API servers with 3 nodes each; each runs a\n   \

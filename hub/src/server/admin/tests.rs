@@ -190,3 +190,42 @@ fn a_changed_token_file_takes_effect_and_an_unusable_change_keeps_the_token_in_e
     std::fs::write(&path, "third-token").unwrap();
     assert!(admits("third-token") && !admits("second-token"));
 }
+
+#[tokio::test]
+async fn the_consoles_page_loads_without_a_token_and_its_data_and_stream_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Arc::new(crate::testing::fleet_in_memory(Default::default()));
+    let console = crate::console::router(fleet, Default::default());
+    let app = protect(console, token_guard(dir.path()), Default::default());
+    let status_of = |path: &'static str, token: Option<&'static str>| {
+        let app = app.clone();
+        async move {
+            let mut request = Request::get(path);
+            if let Some(token) = token {
+                request = request.header(AUTHORIZATION, token);
+            }
+            let request = request.body(Body::empty()).unwrap();
+            app.oneshot(request).await.unwrap().status()
+        }
+    };
+    for page in ["/console/", "/console/console.js", "/console/pages.js"] {
+        assert_eq!(status_of(page, None).await, StatusCode::OK, "{page}");
+    }
+    for data in ["/v1/console/events", "/v1/console/clusters/fleet/edge-1"] {
+        assert_eq!(
+            status_of(data, None).await,
+            StatusCode::UNAUTHORIZED,
+            "{data}"
+        );
+        let wrong = Some("Bearer guess");
+        assert_eq!(
+            status_of(data, wrong).await,
+            StatusCode::UNAUTHORIZED,
+            "{data}"
+        );
+    }
+    let good = Some("Bearer s3cret-admin-token");
+    assert_eq!(status_of("/v1/console/events", good).await, StatusCode::OK);
+    let unknown = "/v1/console/clusters/fleet/edge-1";
+    assert_eq!(status_of(unknown, good).await, StatusCode::NOT_FOUND);
+}
