@@ -248,6 +248,19 @@ async fn in_kubernetes_mode_the_admin_port_admits_what_token_review_and_rbac_all
     assert_eq!(status, 200, "{body}");
     let (status, _) = get(&ca, &metrics, Some("developer-token")).await.unwrap();
     assert_eq!(status, 403);
+    // The console: its page loads without a token; what it shows needs the same review as
+    // the read API.
+    let (status, body) = get(&ca, &format!("{admin}/console/"), None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("fleetpulse console"), "{body}");
+    let cluster = format!("{admin}/v1/console/clusters/fleet/edge-1");
+    let (status, _) = get(&ca, &cluster, None).await.unwrap();
+    assert_eq!(status, 401);
+    let (status, _) = get(&ca, &cluster, Some("developer-token")).await.unwrap();
+    assert_eq!(status, 403);
+    let (status, body) = get(&ca, &cluster, Some("reader-token")).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"id\":\"fleet/edge-1\""), "{body}");
 
     let reviews: Vec<_> = sim
         .requests()
