@@ -119,8 +119,9 @@ impl Browser {
     }
 
     /// Runs `script` every 25 ms until it returns a truthy value, for at most `timeout`;
-    /// returns how long that took. On timeout the error says it was waiting for `what`,
-    /// and what the page showed.
+    /// returns how long that took. A script that fails (the page is between two documents,
+    /// say) counts as not yet. On timeout the error says it was waiting for `what`, how the
+    /// script last failed, and what the page showed.
     pub async fn wait_js(
         &self,
         what: &str,
@@ -129,15 +130,22 @@ impl Browser {
     ) -> anyhow::Result<Duration> {
         let started = Instant::now();
         loop {
-            if truthy(&self.eval(script, vec![]).await?) {
-                return Ok(started.elapsed());
-            }
+            let failed = match self.eval(script, vec![]).await {
+                Ok(value) if truthy(&value) => return Ok(started.elapsed()),
+                Ok(_) => None,
+                Err(e) => Some(e),
+            };
             if started.elapsed() > timeout {
-                let shown = self.eval("return document.body.innerText", vec![]).await;
-                let shown = shown.map(|v| v.to_string()).unwrap_or_default();
-                let shown: String = shown.chars().take(2000).collect();
+                let body = "return document.body ? document.body.innerText : ''";
+                let shown = match self.eval(body, vec![]).await {
+                    Ok(Value::String(text)) => text.chars().take(2000).collect(),
+                    Ok(other) => other.to_string(),
+                    Err(e) => format!("(unreadable: {e})"),
+                };
+                let failed = failed.map(|e| format!("; the script last failed: {e:#}"));
                 anyhow::bail!(
-                    "timed out after {timeout:?} waiting for {what}; the page shows: {shown}"
+                    "timed out after {timeout:?} waiting for {what}{}; the page shows: {shown}",
+                    failed.unwrap_or_default()
                 );
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
