@@ -32,6 +32,7 @@ pub mod hub;
 pub mod real_agents;
 pub mod replicas;
 pub mod reports;
+pub mod stack;
 pub mod stats;
 pub mod verify;
 
@@ -171,6 +172,12 @@ pub struct Args {
     /// redirect: what a redirect costs per heartbeat (an agent that kept no owner).
     #[arg(long, env = "LOADGEN_REPLICAS_MISROUTED", requires = "replicas")]
     pub replicas_misrouted: bool,
+    /// Heartbeat phases, each alternating with a floor phase (`GET /healthz` on the same
+    /// schedule and connections) and a measurement of one signature in a batch of 32, for
+    /// the last line's `floor_us`, `batch_sig_us`, `hb_us` and `stack_ratio` (0: none). The
+    /// first heartbeat phase is the run's timed phase; each further one adds its rounds.
+    #[arg(long, env = "LOADGEN_STACK_SITTINGS", default_value_t = 2)]
+    pub stack_sittings: usize,
     /// How long the hub may take to start and load every cluster, in seconds.
     #[arg(long, env = "LOADGEN_STARTUP_TIMEOUT_SECONDS", default_value_t = 600)]
     pub startup_timeout_seconds: u64,
@@ -280,7 +287,7 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     let plan = reports::ReportPlan {
         audience: args.audience.clone(),
         interval_secs: args.interval_seconds,
-        rounds: args.warmup_rounds + timed_rounds,
+        rounds: args.warmup_rounds + timed_rounds * sittings(&args).max(1),
         checks: args.checks,
         start_unix: unix_seconds(now),
         incarnation: incarnation_at(now),
@@ -310,9 +317,10 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     let schedule = drive::Schedule {
         interval: Duration::from_secs(interval),
         warmup_rounds: args.warmup_rounds,
-        rounds: plan.rounds,
+        rounds: args.warmup_rounds + timed_rounds,
         max_in_flight: args.max_in_flight.max(1),
         floor: args.floor,
+        offset: 0,
     };
     println!(
         "load: {} transport={} clients={} interval={}s warmup_rounds={} timed_rounds={timed_rounds} \
@@ -334,6 +342,23 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     let (urls, healthz) = (drive::urls(&agents, &hub.url)?, hub.url.join("/healthz")?);
     let mut driven = drive::drive(&agents, &clients, &urls, &healthz, schedule, &probe).await?;
     attack.finish(driven.elapsed + schedule.interval * args.warmup_rounds as u32);
+    let phases = stack::Phases {
+        agents: &agents,
+        clients: &clients,
+        urls: &urls,
+        healthz: &healthz,
+        keys: &clusters.iter().map(|c| c.key.clone()).collect::<Vec<_>>(),
+        probe: &probe,
+    };
+    let timed = stack::Timed {
+        schedule,
+        rounds: timed_rounds,
+        first: &driven,
+    };
+    let stack = match sittings(&args) {
+        0 => (stats::Stack::UNMEASURED, stack::Refused::default()),
+        n => stack::measure(&phases, timed, n).await?,
+    };
     let end = probe();
     if !args.floor {
         print_batches(&setup, &hub.admin_url).await;
@@ -346,7 +371,13 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
         verify.per_core,
         allocs_per_hb,
         end,
+        stack,
     ))
+}
+
+/// The stack's sittings the run measures: none for a floor run.
+fn sittings(args: &Args) -> usize {
+    if args.floor { 0 } else { args.stack_sittings }
 }
 
 /// How the hub batched the run's signatures (warm-up included), from its `/metrics`:

@@ -1,5 +1,5 @@
 //! The load generator against the real hub binary, briefly: every heartbeat is accepted and
-//! the last line is the machine-readable summary, with simulated agents and with real
+//! the last line is the machine-readable summary (the stack's figures measured), with simulated agents and with real
 //! agent processes. No figure is asserted (performance is measured by the tool, see
 //! docs/performance.md, not by tests).
 
@@ -14,6 +14,9 @@ fn loadgen(batch_verify: bool) -> anyhow::Result<Output> {
         .args(["--clusters", "50", "--interval-seconds", "1"])
         .args(["--duration-seconds", "3", "--warmup-rounds", "1"])
         .args(["--verify-seconds", "0.2", "--connections", "2"])
+        // One sitting of the stack (a floor phase, a batched signature) for the strict
+        // run, two (another heartbeat phase, floor and batch) for the batched one.
+        .args(["--stack-sittings", if batch_verify { "2" } else { "1" }])
         .arg("--hub-bin")
         .arg(hub)
         // The strict run also starts the hub through `taskset`, as the documented runs do.
@@ -47,6 +50,10 @@ fn assert_all_accepted(out: &Output) -> anyhow::Result<FinalLine> {
     let line = FinalLine::parse(last)?;
     assert_eq!(line.clusters, 50);
     assert!(line.accepted_per_s > 0.0, "{last}");
+    let stack = line.stack;
+    for figure in [stack.floor_us, stack.batch_sig_us, stack.hb_us] {
+        assert!(figure > 0.0 && figure.is_finite(), "{last}");
+    }
     Ok(line)
 }
 

@@ -109,6 +109,7 @@ pub async fn per_heartbeat(
         rounds: plan.rounds,
         max_in_flight: 1024,
         floor: false,
+        offset: 0,
     };
     // The driver probes when the counted rounds start and after their last answer.
     let probe = || -> Option<super::hub::ProcSample> {

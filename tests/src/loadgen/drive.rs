@@ -29,6 +29,9 @@ pub struct Schedule {
     pub warmup_rounds: usize,
     /// Rounds in total (each agent sends one report per round).
     pub rounds: usize,
+    /// The index, in each agent's presigned reports, of the report of round 0 (a phase
+    /// after another sends the reports that follow the other's).
+    pub offset: usize,
     /// Most heartbeats in flight at once.
     pub max_in_flight: usize,
     /// Send `GET /healthz` instead of each heartbeat: what the hub spends on an HTTPS
@@ -103,7 +106,7 @@ pub async fn drive(
                     .post(urls[i].clone())
                     .header(CONTENT_TYPE, CONTENT_TYPE_JOSE)
                     .header(ACCEPT, "application/json")
-                    .body(agent.reports[round].clone())
+                    .body(agent.reports[schedule.offset + round].clone())
             };
             let tallies = tallies.clone();
             tokio::spawn(async move {

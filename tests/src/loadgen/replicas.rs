@@ -179,6 +179,7 @@ async fn measure(
         rounds: plan.rounds,
         max_in_flight: args.max_in_flight.max(1),
         floor: false,
+        offset: 0,
     };
     // The probe records every replica's sample and returns their sum.
     let ticks = ticks_per_second();

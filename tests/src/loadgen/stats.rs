@@ -75,11 +75,43 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// A heartbeat against the floor of the stack it runs on, all three measured in one run,
+/// in phases that alternate: the hub's CPU per heartbeat (`hb_us`, the mean of the
+/// heartbeat phases), per HTTPS request that does nothing (`floor_us`, `GET /healthz` on
+/// the same schedule and connections, the mean of the floor phases), and one signature in
+/// a batch of 32 alone (`batch_sig_us`, on the load generator's own core, the mean of its
+/// measurements). `stack_ratio = hb_us / (floor_us + batch_sig_us)`: 1.0 would be a
+/// heartbeat costing the hub nothing but its request and its signature.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stack {
+    /// Hub CPU per accepted request of the floor phases, in microseconds.
+    pub floor_us: f64,
+    /// CPU per signature in a batch of 32, in microseconds.
+    pub batch_sig_us: f64,
+    /// Hub CPU per accepted heartbeat of the heartbeat phases, in microseconds.
+    pub hb_us: f64,
+}
+
+impl Stack {
+    /// Not measured (a floor run): every figure NaN.
+    pub const UNMEASURED: Stack = Stack {
+        floor_us: f64::NAN,
+        batch_sig_us: f64::NAN,
+        hb_us: f64::NAN,
+    };
+
+    /// `hb_us / (floor_us + batch_sig_us)`.
+    pub fn ratio(&self) -> f64 {
+        self.hb_us / (self.floor_us + self.batch_sig_us)
+    }
+}
+
 /// The last line a run prints:
 /// `clusters=N accepted_per_s=X hub_cpu_us_per_hb=Y hub_ingest_per_core=Z
-/// verify_only_per_core=V ratio=Z/V allocs_per_hb=A rss_mib=M p99_ms=L`. CPU and memory
-/// figures are NaN when the hub's process is unknown, `allocs_per_hb` when allocations
-/// were not counted.
+/// verify_only_per_core=V ratio=Z/V allocs_per_hb=A rss_mib=M p99_ms=L floor_us=F
+/// batch_sig_us=B hb_us=H stack_ratio=S` ([`Stack`]). CPU and memory figures are NaN when
+/// the hub's process is unknown, `allocs_per_hb` when allocations were not counted, the
+/// stack's when it was not measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FinalLine {
     /// Simulated clusters.
@@ -100,9 +132,11 @@ pub struct FinalLine {
     pub rss_mib: f64,
     /// The 99th percentile of the timed heartbeats' latency (due to answer), in ms.
     pub p99_ms: f64,
+    /// The heartbeat against the stack's floor.
+    pub stack: Stack,
 }
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 13] = [
     "clusters",
     "accepted_per_s",
     "hub_cpu_us_per_hb",
@@ -112,6 +146,10 @@ const KEYS: [&str; 9] = [
     "allocs_per_hb",
     "rss_mib",
     "p99_ms",
+    "floor_us",
+    "batch_sig_us",
+    "hb_us",
+    "stack_ratio",
 ];
 
 impl fmt::Display for FinalLine {
@@ -119,7 +157,8 @@ impl fmt::Display for FinalLine {
         write!(
             f,
             "clusters={} accepted_per_s={:.1} hub_cpu_us_per_hb={:.2} hub_ingest_per_core={:.0} \
-             verify_only_per_core={:.0} ratio={:.3} allocs_per_hb={:.1} rss_mib={:.1} p99_ms={:.2}",
+             verify_only_per_core={:.0} ratio={:.3} allocs_per_hb={:.1} rss_mib={:.1} p99_ms={:.2} \
+             floor_us={:.2} batch_sig_us={:.2} hb_us={:.2} stack_ratio={:.3}",
             self.clusters,
             self.accepted_per_s,
             self.hub_cpu_us_per_hb,
@@ -128,7 +167,11 @@ impl fmt::Display for FinalLine {
             self.ratio,
             self.allocs_per_hb,
             self.rss_mib,
-            self.p99_ms
+            self.p99_ms,
+            self.stack.floor_us,
+            self.stack.batch_sig_us,
+            self.stack.hb_us,
+            self.stack.ratio(),
         )
     }
 }
@@ -158,6 +201,11 @@ impl FinalLine {
             allocs_per_hb: num(6)?,
             rss_mib: num(7)?,
             p99_ms: num(8)?,
+            stack: Stack {
+                floor_us: num(9)?,
+                batch_sig_us: num(10)?,
+                hb_us: num(11)?,
+            },
         })
     }
 }
@@ -169,7 +217,9 @@ pub fn summarize(
     verify_per_core: f64,
     allocs_per_hb: Option<f64>,
     end: Option<super::hub::ProcSample>,
+    stack: (Stack, super::stack::Refused),
 ) -> super::Run {
+    let (stack, extra) = stack;
     let secs = d.elapsed.as_secs_f64();
     for (name, tally) in [("warmup", &mut d.warmup), ("timed", &mut d.timed)] {
         println!(
@@ -204,8 +254,9 @@ pub fn summarize(
         "hub: cpu_s={cpu:.2} cores_used={:.3} rss_mib={rss_mib:.1}",
         cpu / secs
     );
-    let rejected = d.warmup.rejected_total() + d.timed.rejected_total();
-    let failed = d.warmup.failed + d.timed.failed;
+    // The stack's phases' too: every heartbeat and request of the run.
+    let rejected = d.warmup.rejected_total() + d.timed.rejected_total() + extra.rejected;
+    let failed = d.warmup.failed + d.timed.failed + extra.failed;
     println!("rejected={rejected} failed={failed}");
     let hub_ingest_per_core = 1e6 / hub_cpu_us_per_hb;
     let line = FinalLine {
@@ -218,6 +269,7 @@ pub fn summarize(
         allocs_per_hb: allocs_per_hb.unwrap_or(f64::NAN),
         rss_mib,
         p99_ms: d.timed.latency_ms(99.0),
+        stack,
     };
     println!("{line}");
     super::Run {
@@ -243,6 +295,11 @@ mod tests {
             allocs_per_hb: 64.5,
             rss_mib: 120.5,
             p99_ms: 7.25,
+            stack: Stack {
+                floor_us: 24.0,
+                batch_sig_us: 20.0,
+                hb_us: 55.0,
+            },
         };
         let text = line.to_string();
         assert!(text.starts_with("clusters=10000 accepted_per_s=1000.2"));
@@ -250,6 +307,8 @@ mod tests {
         assert_eq!(back.clusters, 10_000);
         assert!((back.ratio - 0.833).abs() < 1e-9);
         assert_eq!((back.allocs_per_hb, back.p99_ms), (64.5, 7.25));
+        assert!(text.ends_with("hb_us=55.00 stack_ratio=1.250"), "{text}");
+        assert_eq!(back.stack.hb_us, 55.0);
         assert!(FinalLine::parse("clusters=1 ratio=2").is_err());
     }
 

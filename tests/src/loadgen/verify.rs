@@ -61,6 +61,46 @@ pub fn verify_only(key: &SigningKey, message: &[u8], wall: Duration) -> anyhow::
     })
 }
 
+/// Signatures a hub batch holds (what `cargo bench -p fleetpulse-hub --bench verify`
+/// measures one signature of).
+pub const BATCH: usize = 32;
+
+/// The CPU time one signature costs in a batch of [`BATCH`], alone: `verify_batch` over
+/// `inputs` (signing inputs of real reports, each signed by its key in `keys`, cycled to a
+/// full batch), over and over for about `wall` in slices of 250 ms of the thread's CPU
+/// time; the median slice's microseconds per signature.
+pub fn batch_only(keys: &[SigningKey], inputs: &[&[u8]], wall: Duration) -> anyhow::Result<f64> {
+    anyhow::ensure!(
+        !keys.is_empty() && keys.len() == inputs.len(),
+        "a key per input"
+    );
+    let messages: Vec<&[u8]> = (0..BATCH).map(|i| inputs[i % inputs.len()]).collect();
+    let signatures: Vec<Signature> = (0..BATCH)
+        .map(|i| keys[i % keys.len()].sign(messages[i]))
+        .collect();
+    let public: Vec<_> = (0..BATCH)
+        .map(|i| keys[i % keys.len()].verifying_key())
+        .collect();
+    let slice = Duration::from_millis(250);
+    let mut per_signature = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < wall || per_signature.is_empty() {
+        let (t0, c0) = (Instant::now(), thread_cpu_ns()?);
+        let mut n = 0u64;
+        while t0.elapsed() < slice {
+            ed25519_dalek::verify_batch(std::hint::black_box(&messages), &signatures, &public)
+                .map_err(|e| anyhow::anyhow!("the reference batch does not verify: {e}"))?;
+            n += BATCH as u64;
+        }
+        let cpu = thread_cpu_ns()? - c0;
+        if cpu > 0 {
+            per_signature.push(cpu as f64 / 1e3 / n as f64);
+        }
+    }
+    per_signature.sort_by(f64::total_cmp);
+    Ok(per_signature[per_signature.len() / 2])
+}
+
 /// The signing input (`BASE64URL(header) "." BASE64URL(payload)`) of a compact JWS.
 pub fn signing_input(compact: &str) -> anyhow::Result<&str> {
     compact
@@ -81,5 +121,14 @@ mod tests {
         let rate = verify_only(&key, input.as_bytes(), Duration::ZERO).unwrap();
         assert!(rate.per_core > 0.0 && rate.iterations > 0);
         assert_eq!(signing_input("a.b.c").unwrap(), "a.b");
+    }
+
+    #[test]
+    fn a_batched_signature_costs_a_positive_time_and_a_forged_batch_is_refused() {
+        let keys = [keys::generate(), keys::generate()];
+        let inputs = [&b"e30.one"[..], &b"e30.two"[..]];
+        let us = batch_only(&keys, &inputs, Duration::ZERO).unwrap();
+        assert!(us > 0.0 && us.is_finite());
+        assert!(batch_only(&keys[..1], &inputs, Duration::ZERO).is_err());
     }
 }
