@@ -22,8 +22,8 @@ use fleetpulse_common::compact::CompactObject;
 mod key;
 mod watch;
 
-pub use key::{CacheKey, selector_string};
 pub use fleetpulse_common::checks::store::{Cached, Change, KindStore};
+pub use key::{CacheKey, selector_string};
 
 use super::ReadError;
 
