@@ -3,14 +3,16 @@
 //! label-selector string form and Sveltos label filters ([`labels`]), resolving a
 //! `ResourceSelector` into a query that picks objects ([`query`]), Sveltos' CEL filter
 //! ([`cel`]), Lua checks in shared rounds ([`lua_batch`]), the typed check the engines
-//! run ([`model`]), a check's verdict over time ([`timing`]), and the rules of the
-//! schema applied where no API server enforces them ([`validate`]).
+//! run ([`model`]), a check's verdict over time ([`timing`]), the rules of the schema
+//! applied where no API server enforces them ([`validate`]), and the objects the agent's
+//! watch-fed cache holds for Lua rounds ([`store`]).
 
 pub mod cel;
 pub mod labels;
 pub mod lua_batch;
 pub mod model;
 pub mod query;
+pub mod store;
 pub mod template;
 pub mod timing;
 pub mod validate;

@@ -68,6 +68,8 @@ mod round;
 mod sandbox;
 
 #[cfg(test)]
+mod arrays_tests;
+#[cfg(test)]
 mod conformance_tests;
 #[cfg(test)]
 mod hostile_tests;

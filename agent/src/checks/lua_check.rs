@@ -101,26 +101,19 @@ pub async fn run_each(
         .collect();
     let evaluated = tokio::task::spawn_blocking(move || {
         let mut done = 0;
-        let mut state = match state {
-            Some(state) => Ok(state),
-            None => LuaRound::new(limits),
-        };
+        let mut state = state;
         let evaluated = catch_unwind(AssertUnwindSafe(|| {
             let each = |i: usize, run: &CheckRun| {
                 done = i + 1;
                 each(i, run);
             };
-            match &mut state {
-                Ok(state) => batch.evaluate_compact_in(state, listed, limits, each),
-                // Fails every check, saying why the state could not be made.
-                Err(_) => batch.evaluate_compact_each(listed, limits, each),
-            }
+            batch.evaluate_kept(&mut state, listed, limits, each)
         }));
         match evaluated {
             Ok(runs) => Ran {
                 runs,
                 lua_memory: batch.lua_memory_bytes(),
-                state: state.ok(),
+                state,
             },
             Err(panic) => {
                 let reason = panic

@@ -6,7 +6,8 @@
 //! once, and runs every check over its own objects. As in Sveltos, `resources` lists an
 //! object once per selector that selects it. A script error or an exceeded limit fails
 //! only its own check; [`Batch::evaluate_each`] hands out each check's run as soon as it
-//! ends.
+//! ends, and [`Batch::evaluate_kept`] runs a round on the Lua state an earlier round kept,
+//! as the agent does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::api::ResourceSelector;
 use crate::compact::CompactObject;
 use crate::lua::{CtxValue, LuaError, LuaLimits, LuaOutcome, LuaRound, ObjectId};
 
+mod kept;
 mod run;
 
 pub use run::CheckRun;

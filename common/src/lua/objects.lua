@@ -19,6 +19,7 @@
 local materialise, force_metatable = ...
 local next, rawget, rawset, rawlen, type, error, getmetatable, setmetatable =
   next, rawget, rawset, rawlen, type, error, getmetatable, setmetatable
+local move = table.move
 
 local ID = {}                       -- private key: a pending proxy's node id
 local journal, journal_n = {}, 0    -- proxies detached by the running evaluation, and
@@ -164,8 +165,14 @@ local function pick(ids)
   return out
 end
 
+-- `fresh` filled with the elements of `template` (an array `pick` made), in order: each
+-- evaluation's own copy of a kept array.
+local function copy(template, fresh)
+  return move(template, 1, #template, 1, fresh)
+end
+
 return {
-  root = root, pick = pick, forget = forget, restore = restore, overrides = overrides, plain = plain,
+  root = root, pick = pick, copy = copy, forget = forget, restore = restore, overrides = overrides, plain = plain,
   eager = eager,
   -- For `materialise`: what it builds proxies and metatables from.
   kit = { pending = pending, id = ID, cow = cow, len = len, iterate = iterate },

@@ -20,7 +20,10 @@ use super::sandbox::{DeadlineGuard, Machinery, new_state};
 use super::{Conversion, CtxValue, LuaError, LuaLimits, LuaOutcome, ObjectId};
 use crate::compact::CompactObject;
 
+mod arrays;
 mod per_object;
+
+use arrays::Arrays;
 
 /// Source of round ids, so an [`ObjectId`] from one round is refused by another.
 static NEXT_ROUND: AtomicU64 = AtomicU64::new(1);
@@ -46,6 +49,8 @@ pub struct LuaRound {
     conversion: Conversion,
     /// Root node id of each object of the current round, by [`ObjectId::index`].
     roots: Vec<NodeId>,
+    /// The arrays of objects handed to scripts, kept to be copied.
+    arrays: Arrays,
     machinery: Machinery,
     guard: Arc<DeadlineGuard>,
     /// Not `Sync`: the deadline and the memory allowance belong to one evaluation at a time.
@@ -83,6 +88,7 @@ impl LuaRound {
             limits,
             conversion,
             roots: Vec::new(),
+            arrays: Arrays::default(),
             machinery,
             guard,
             _one_at_a_time: PhantomData,
@@ -166,6 +172,7 @@ impl LuaRound {
         self.id = NEXT_ROUND.fetch_add(1, Ordering::Relaxed);
         self.limits = limits;
         self.roots.clear();
+        self.arrays.next_round();
         if let Some(mut nodes) = self.lua.app_data_mut::<Nodes>() {
             nodes.untake_all();
         }
@@ -180,6 +187,7 @@ impl LuaRound {
             None => return Ok(0),
         };
         if !released.is_empty() {
+            self.arrays.clear();
             let setup = |source| LuaError::Setup { source };
             let ids = self.lua.create_sequence_from(released.iter().copied());
             self.machinery
@@ -393,12 +401,16 @@ impl LuaRound {
         self.lua.used_memory()
     }
 
-    /// A fresh array of the objects `ids` (checked), in order.
+    /// A fresh array of the objects `ids` (checked), in order: a copy of the template
+    /// listing them, made the first time they are listed.
     fn array(&self, ids: &[ObjectId]) -> mlua::Result<Table> {
-        let nodes = self
-            .lua
-            .create_sequence_from(ids.iter().map(|id| self.roots[id.index as usize]))?;
-        self.machinery.pick.call(nodes)
+        let roots = ids.iter().map(|id| self.roots[id.index as usize]).collect();
+        let template = self.arrays.template(roots, |roots| {
+            let nodes = self.lua.create_sequence_from(roots.iter().copied())?;
+            self.machinery.pick.call(nodes)
+        })?;
+        let fresh = self.lua.create_table_with_capacity(ids.len(), 0)?;
+        self.machinery.copy.call((template, fresh))
     }
 
     fn check_id(&self, check: &str, id: ObjectId) -> Result<(), LuaError> {

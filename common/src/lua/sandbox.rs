@@ -16,6 +16,9 @@ pub(super) struct Machinery {
     pub(super) new_env: Function,
     /// `pick(node_ids)`: an array of the root proxies of these nodes.
     pub(super) pick: Function,
+    /// `copy(template, fresh)`: `fresh` (made with room for them) filled with the
+    /// elements of the array `template`, in order; returns it.
+    pub(super) copy: Function,
     /// `root(node_id)`: the root proxy of a node.
     pub(super) root: Function,
     /// `forget(node_ids)`: drops the root proxies of these nodes (objects let go of).
@@ -160,6 +163,7 @@ pub(super) fn new_state(
         randomseed: math.raw_get("randomseed")?,
         new_env,
         pick: objects.raw_get("pick")?,
+        copy: objects.raw_get("copy")?,
         root: objects.raw_get("root")?,
         forget: objects.raw_get("forget")?,
         restore: objects.raw_get("restore")?,

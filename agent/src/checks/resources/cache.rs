@@ -1,7 +1,7 @@
 //! [`WatchCache`]: the objects Lua checks select, kept by watching instead of listed every
 //! round. One watch-fed cache per [`CacheKey`] (kind, namespace scope, label selector),
 //! shared by every check that selects it: it lists once, then watches ([`watch`]), and
-//! holds each object as compact text ([`store`]). The engine says which keys its checks
+//! holds each object as compact text ([`KindStore`]). The engine says which keys its checks
 //! select ([`WatchCache::retain`]) whenever the config changes: a key no check selects
 //! any more stops its watch, a new one starts. A read waits briefly for its key's first
 //! list, then fails saying the cache is syncing: a check never passes on an empty list
@@ -20,11 +20,10 @@ use fleetpulse_common::checks::query::Query;
 use fleetpulse_common::compact::CompactObject;
 
 mod key;
-mod store;
 mod watch;
 
+pub use fleetpulse_common::checks::store::{Cached, Change, KindStore};
 pub use key::{CacheKey, selector_string};
-pub use store::{Cached, Change, KindStore};
 
 use super::ReadError;
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use fleetpulse_common::compact::CompactObject;
 
 use super::CacheKey;
-use super::store::{Cached, Change, KindStore};
+use super::{Cached, Change, KindStore};
 
 /// How often a kind the API server does not serve is looked up again (a CRD installed
 /// later is then watched).

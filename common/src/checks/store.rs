@@ -1,7 +1,8 @@
-//! [`KindStore`]: the objects of one [`CacheKey`](super::CacheKey) as its watch has told
-//! them, each as compact JSON text ([`CompactObject`]) with the few fields a read filters
-//! on. Pure: the watch task applies [`Change`]s object by object, rounds read with
-//! [`KindStore::select`]; no I/O, so it is tested without an API server.
+//! [`KindStore`]: the objects the agent's watch-fed cache keeps for one kind, namespace
+//! scope and label selector, as its watch has told them, each as compact JSON text
+//! ([`CompactObject`]) with the few fields a read filters on. Pure: the agent's watch task
+//! applies [`Change`]s object by object, rounds read with [`KindStore::select`]; no I/O,
+//! so it is tested without an API server (and benchmarks read it as the agent does).
 //!
 //! Objects are held by namespace and name (so a read returns them in the order a list
 //! would) and identified by uid and resourceVersion: a change that carries the uid and
@@ -14,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use fleetpulse_common::checks::labels::filters_match;
-use fleetpulse_common::checks::query::Query;
-use fleetpulse_common::compact::CompactObject;
+use super::labels::filters_match;
+use super::query::Query;
+use crate::compact::CompactObject;
 
 /// One object as the cache holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]

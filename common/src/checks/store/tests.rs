@@ -2,9 +2,9 @@
 
 use serde_json::json;
 
-use fleetpulse_common::checks::labels::LabelQuery;
-use fleetpulse_common::checks::query::Query;
-use fleetpulse_common::compact::CompactObject;
+use crate::checks::labels::LabelQuery;
+use crate::checks::query::Query;
+use crate::compact::CompactObject;
 
 use super::{Cached, Change, KindStore};
 
