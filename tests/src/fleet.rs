@@ -67,6 +67,18 @@ pub fn condition_of(clusters: &[MemberCluster], id: &ClusterId, type_: &str) -> 
         .map_or(Status::Unknown, |c| Status::parse(&c.status))
 }
 
+/// A HealthPolicy `all-nodes-ready` over every cluster in namespace `fleet`: all its nodes
+/// must be Ready (the demo's, and a platform team's usual first policy).
+pub const ALL_NODES_READY_POLICY: &str = "apiVersion: fleetpulse.io/v1alpha1
+kind: HealthPolicy
+metadata: {name: all-nodes-ready, namespace: fleet}
+spec:
+  clusterSelector: {}
+  livenessChecks:
+    - name: all-nodes-ready
+      readyNodes: {minPercent: 100}
+";
+
 /// A ClusterSet `primary` with `maxReplicas: 1` over every cluster [`write_clusters`] writes
 /// (they all carry a `region` label).
 pub const PRIMARY_CLUSTER_SET: &str = "apiVersion: fleetpulse.io/v1alpha1

@@ -27,16 +27,9 @@ use fleetpulse_tests::scenario::Scenario;
 use fleetpulse_tests::{admin_api, fleet, wait};
 
 const TOKEN: &str = "console-test-token-5f1c2a9e";
-const POLICIES: &str = "apiVersion: fleetpulse.io/v1alpha1
-kind: HealthPolicy
-metadata: {name: all-nodes-ready, namespace: fleet}
-spec:
-  clusterSelector: {}
-  livenessChecks:
-    - name: all-nodes-ready
-      readyNodes: {minPercent: 100}
----
-apiVersion: fleetpulse.io/v1alpha1
+/// A second policy whose check has the first's name: refused for every cluster
+/// (`CheckNameClash`), what the HealthPolicies page must show.
+const CLASHING_POLICY: &str = "apiVersion: fleetpulse.io/v1alpha1
 kind: HealthPolicy
 metadata: {name: nodes-again, namespace: fleet}
 spec:
@@ -267,7 +260,8 @@ async fn the_console_shows_a_failover_within_two_seconds_refuses_a_wrong_token_a
     s.stop_hub().await;
     s.require_admin_token(TOKEN)?;
     s.start_hub().await?;
-    s.write_manifest("policies.yaml", POLICIES)?;
+    s.write_manifest("policy.yaml", fleet::ALL_NODES_READY_POLICY)?;
+    s.write_manifest("clashing.yaml", CLASHING_POLICY)?;
     s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     let sims: Vec<KubeSim> = (0..3)
         .map(|_| KubeSim::builder().nodes(3).build())

@@ -8,24 +8,34 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName};
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::get;
 
-const INDEX: &str = include_str!("assets/index.html");
-const SCRIPT: &str = include_str!("assets/console.js");
-const PAGES: &str = include_str!("assets/pages.js");
-const STYLE: &str = include_str!("assets/console.css");
-
-/// The paths the assets are served on: open to anyone who reaches the listener, since
-/// they hold no fleet data.
-const PATHS: [&str; 5] = [
-    "/console",
-    "/console/",
-    "/console/console.js",
-    "/console/pages.js",
-    "/console/console.css",
+/// Each asset: its path, its content type and its content.
+const ASSETS: [(&str, &str, &str); 4] = [
+    (
+        "/console/",
+        "text/html; charset=utf-8",
+        include_str!("assets/index.html"),
+    ),
+    (
+        "/console/console.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/console.js"),
+    ),
+    (
+        "/console/pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/pages.js"),
+    ),
+    (
+        "/console/console.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/console.css"),
+    ),
 ];
 
-/// Whether `path` is one of the console's assets (served without authentication).
+/// Whether `path` is one of the console's assets, or `/console` (which redirects to the
+/// page): served without authentication, since they hold no fleet data.
 pub fn is_asset(path: &str) -> bool {
-    PATHS.contains(&path)
+    path == "/console" || ASSETS.iter().any(|(p, _, _)| *p == path)
 }
 
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -47,25 +57,11 @@ fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
 
 /// The assets' routes (also served while the hub stands by, so the console can say so).
 pub fn router() -> Router {
-    Router::new()
-        .route(
-            "/console",
-            get(|| async { Redirect::permanent("/console/") }),
-        )
-        .route(
-            "/console/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/console/console.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
-        .route(
-            "/console/pages.js",
-            get(|| async { asset("text/javascript; charset=utf-8", PAGES) }),
-        )
-        .route(
-            "/console/console.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
-        )
+    let redirect = get(|| async { Redirect::permanent("/console/") });
+    (ASSETS.iter()).fold(
+        Router::new().route("/console", redirect),
+        |router, &(path, content_type, body)| {
+            router.route(path, get(move || async move { asset(content_type, body) }))
+        },
+    )
 }

@@ -134,11 +134,17 @@ impl Sets {
 /// The clusters a set's status selects (a ClusterSet's refs without a namespace name one
 /// in `default`; a Set's are in its own namespace).
 pub fn selected_ids(key: &SetKey, status: &SetStatus) -> Vec<ClusterId> {
+    cluster_ids(key, &status.selected_cluster_refs)
+}
+
+/// The clusters `refs` name, in set `key`'s scope (a Set's own namespace when a ref names
+/// none; `default` for a ClusterSet).
+pub fn cluster_ids(key: &SetKey, refs: &[ClusterRef]) -> Vec<ClusterId> {
     let default_ns = match key.scope() {
         Scope::Namespace(ns) => ns,
         Scope::Fleet => "default",
     };
-    (status.selected_cluster_refs.iter())
+    (refs.iter())
         .map(|r| ClusterId::new(r.namespace.as_deref().unwrap_or(default_ns), &r.name))
         .collect()
 }

@@ -22,8 +22,8 @@ use fleetpulse_common::api::{CheckResult, MemberCluster};
 
 use super::registry::ClusterEntry;
 use super::{Fleet, transitions};
-use crate::core::sets::selected_ids;
-use crate::ids::{ClusterId, SetKey};
+use crate::core::sets::{cluster_ids, selected_ids};
+use crate::ids::ClusterId;
 
 pub use sets::{Dropped, MoveView, SetView};
 
@@ -148,36 +148,30 @@ pub struct Membership {
     pub selected: bool,
 }
 
-/// The conditions, checks and last heartbeat a row is made of.
-struct Seen {
-    conditions: Vec<Condition>,
-    checks: Vec<CheckResult>,
-    last_heard: Option<Timestamp>,
-    owned: Option<bool>,
-}
-
 impl Fleet {
-    /// What the console shows of `entry`: this replica's live state, or what the replica
-    /// owning its shard last wrote.
-    fn seen(&self, entry: &ClusterEntry) -> Seen {
-        let ownership = self.ownership.get();
-        let owned = ownership.map(|o| o.term(&entry.id).is_some());
+    /// `entry`'s row, selected by `sets`: from this replica's live state, or from what the
+    /// replica owning its shard last wrote.
+    fn row_of(&self, entry: &ClusterEntry, sets: Vec<String>) -> FleetRow {
+        let owned = (self.ownership.get()).map(|o| o.term(&entry.id).is_some());
         if owned == Some(false) {
-            let status = entry.object.status.clone().unwrap_or_default();
-            return Seen {
-                conditions: status.conditions,
-                checks: status.checks,
-                last_heard: status.last_heartbeat_time.map(|t| t.0),
-                owned,
-            };
+            let status = entry.object.status.as_ref();
+            let conditions = status.map_or(&[][..], |s| &s.conditions);
+            let checks = status.map_or(&[][..], |s| &s.checks);
+            let heard = status
+                .and_then(|s| s.last_heartbeat_time.as_ref())
+                .map(|t| t.0);
+            return row(entry, conditions, checks, heard, owned, sets);
         }
         let state = entry.state.lock();
-        Seen {
-            conditions: state.core.health.conditions().to_vec(),
-            checks: state.checks().to_vec(),
-            last_heard: state.last_heartbeat,
+        let conditions = state.core.health.conditions();
+        row(
+            entry,
+            conditions,
+            state.checks(),
+            state.last_heartbeat,
             owned,
-        }
+            sets,
+        )
     }
 
     /// The sets that select each cluster, by display name.
@@ -197,13 +191,7 @@ impl Fleet {
         let mut selected_by = self.selected_by();
         let registry = self.registry();
         (registry.clusters())
-            .map(|e| {
-                row(
-                    e,
-                    self.seen(e),
-                    selected_by.remove(&e.id).unwrap_or_default(),
-                )
-            })
+            .map(|e| self.row_of(e, selected_by.remove(&e.id).unwrap_or_default()))
             .collect()
     }
 
@@ -215,7 +203,7 @@ impl Fleet {
         let mut selected = Vec::new();
         for (key, status) in &self.sets.lock().decisions.sets.statuses {
             let selects = selected_ids(key, status).contains(id);
-            let matches = matching_ids(key, status).contains(id);
+            let matches = cluster_ids(key, &status.matching_cluster_refs).contains(id);
             if selects {
                 selected.push(key.to_string());
             }
@@ -244,7 +232,7 @@ impl Fleet {
             (changes.collect(), gaps.collect())
         };
         Some(ClusterDetail {
-            row: row(entry, self.seen(entry), selected),
+            row: self.row_of(entry, selected),
             object,
             transitions: self.recent_transitions(id),
             check_history,
@@ -254,29 +242,27 @@ impl Fleet {
     }
 }
 
-/// The clusters a set's status lists as matching.
-fn matching_ids(key: &SetKey, status: &fleetpulse_common::api::SetStatus) -> Vec<ClusterId> {
-    let as_selected = fleetpulse_common::api::SetStatus {
-        selected_cluster_refs: status.matching_cluster_refs.clone(),
-        ..Default::default()
-    };
-    selected_ids(key, &as_selected)
-}
-
-fn row(entry: &ClusterEntry, seen: Seen, sets: Vec<String>) -> FleetRow {
-    let status = |type_| condition::find(&seen.conditions, type_).map(|c| Status::parse(&c.status));
+fn row(
+    entry: &ClusterEntry,
+    conditions: &[Condition],
+    checks: &[CheckResult],
+    last_heard: Option<Timestamp>,
+    owned: Option<bool>,
+    sets: Vec<String>,
+) -> FleetRow {
+    let status = |type_| condition::find(conditions, type_).map(|c| Status::parse(&c.status));
     let verdict = |type_| status(type_).unwrap_or(Status::Unknown).as_str();
     let reason = [REACHABLE, READY, HEALTHY]
         .into_iter()
         .find_map(|type_| {
-            let c = condition::find(&seen.conditions, type_)?;
+            let c = condition::find(conditions, type_)?;
             (Status::parse(&c.status) != Status::True)
                 .then(|| format!("{}={}: {}: {}", c.type_, c.status, c.reason, c.message))
         })
         .unwrap_or_default();
     // An unreachable cluster's last results say nothing about its checks now.
     let reachable = status(REACHABLE) == Some(Status::True);
-    let failing = (seen.checks.iter())
+    let failing = (checks.iter())
         .filter(|c| reachable && !c.passing && c.consecutive_failures > 0)
         .map(|c| FailingCheck {
             name: c.name.clone(),
@@ -289,10 +275,10 @@ fn row(entry: &ClusterEntry, seen: Seen, sets: Vec<String>) -> FleetRow {
         ready: verdict(READY),
         healthy: verdict(HEALTHY),
         reason,
-        last_heard: seen.last_heard.map(millis),
+        last_heard: last_heard.map(millis),
         failing,
         sets,
         paused: entry.object.spec.paused,
-        owned: seen.owned,
+        owned,
     }
 }

@@ -43,17 +43,6 @@ struct Args {
     keep_running: bool,
 }
 
-/// Every cluster's nodes must all be Ready: a platform team's policy, applied to all.
-const POLICY: &str = "apiVersion: fleetpulse.io/v1alpha1
-kind: HealthPolicy
-metadata: {name: all-nodes-ready, namespace: fleet}
-spec:
-  clusterSelector: {}
-  livenessChecks:
-    - name: all-nodes-ready
-      readyNodes: {minPercent: 100}
-";
-
 /// Where Argo CD keeps its cluster Secrets.
 const ARGOCD: &str = "argocd";
 /// What an ApplicationSet's cluster generator selects: Argo CD cluster Secrets that carry
@@ -175,7 +164,7 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     install_cluster_secrets(&argo, &s).await?;
-    s.write_manifest("policy.yaml", POLICY)?;
+    s.write_manifest("policy.yaml", fleet::ALL_NODES_READY_POLICY)?;
     s.write_manifest("primary.yaml", fleet::PRIMARY_CLUSTER_SET)?;
     println!(
         "1. A hub is listening on {} for agents (embedded mode, HTTPS with a throwaway CA),\n   \

@@ -171,9 +171,16 @@
   let detailFor = null;
   let detailLoading = false;
 
+  let reloadAgain = false;
+
   async function clusterReload(id) {
-    if (detailLoading) return;
+    // A change arriving while the cluster loads is fetched once that load ends.
+    if (detailLoading) {
+      reloadAgain = true;
+      return;
+    }
     detailLoading = true;
+    reloadAgain = false;
     try {
       const [ns, name] = window.fleetpulse.splitId(id);
       const response = await fetch("/v1/console/clusters/" + encodeURIComponent(ns) + "/" + encodeURIComponent(name), { headers: headers(), cache: "no-store" });
@@ -186,6 +193,7 @@
     }
     const p = window.fleetpulse.page();
     if (p.name === "cluster" && p.id === id) window.fleetpulse.render();
+    if (reloadAgain && p.name === "cluster") clusterReload(p.id);
   }
 
   // The window a strip spans: the last minute at least, and every time in `times`

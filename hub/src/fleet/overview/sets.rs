@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use fleetpulse_common::api::{SetSpec, SetStatus};
 
-use super::{Millis, matching_ids, millis};
-use crate::core::sets::selected_ids;
+use super::{Millis, millis};
+use crate::core::sets::{cluster_ids, selected_ids};
 use crate::fleet::Fleet;
 use crate::fleet::timeline::Timelines;
 use crate::ids::SetKey;
@@ -81,7 +81,7 @@ fn view(key: SetKey, spec: &SetSpec, status: Option<&SetStatus>, timelines: &Tim
         },
         max_replicas: spec.max_replicas,
         selected: names(selected_ids(&key, &status)),
-        matching: names(matching_ids(&key, &status)),
+        matching: names(cluster_ids(&key, &status.matching_cluster_refs)),
         conditions: status.conditions,
         last_failover_time: status.last_failover_time.map(|t| millis(t.0)),
         last_failover_reason: status.last_failover_reason,
