@@ -10,6 +10,7 @@
 //! heartbeats for different clusters never contend.
 
 mod accept;
+pub mod changed;
 pub mod cluster;
 pub mod history;
 mod hub_checks;
@@ -35,6 +36,7 @@ use fleetpulse_common::protocol::replay::Freshness;
 use fleetpulse_common::protocol::report::{AgentConfig, ClusterId};
 
 pub use accept::Admitted;
+pub use changed::Changed;
 pub use cluster::ClusterState;
 pub use ports::{EnrolledKeys, MirrorStatuses, Ownership};
 pub use registry::{Change, ClusterEntry, Objects, Registry, shared};
@@ -99,6 +101,8 @@ pub struct Fleet {
     /// Notified after every evaluation of the sets (a health transition, an object change,
     /// a brake change): what consumers of the decisions, such as mirrors, wait on.
     decided: Arc<tokio::sync::Notify>,
+    /// What changed for the mirror feed since it last read the fleet.
+    changed: Mutex<Changed>,
     /// The mirror writer, when the hub runs one: the read API shows its statuses.
     mirrors: std::sync::OnceLock<Arc<dyn MirrorStatuses>>,
     /// Set at a start whose store may not hold every position accepted before it: the
@@ -130,6 +134,7 @@ impl Fleet {
             hub_objects: RwLock::new(Arc::new(Vec::new())),
             enrolled: std::sync::OnceLock::new(),
             decided: Arc::new(tokio::sync::Notify::new()),
+            changed: Mutex::new(Changed::default()),
             mirrors: std::sync::OnceLock::new(),
             incarnation_floor: std::sync::OnceLock::new(),
             ownership: std::sync::OnceLock::new(),
@@ -192,6 +197,12 @@ impl Fleet {
         }
         let _one_at_a_time = self.applying.lock();
         let rollouts = rollouts::of(&changes);
+        let clusters: Vec<ClusterId> = (changes.iter())
+            .filter_map(|c| match c {
+                Change::MemberCluster(id, _) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
         let (registry, applied) = {
             let mut states = self.states.lock();
             self.registry().apply(
@@ -213,6 +224,12 @@ impl Fleet {
             )
         };
         let reconfigured = self.install(registry, &applied.rebuilt);
+        {
+            let mut changed = self.changed.lock();
+            for id in clusters.iter().chain(&applied.rebuilt) {
+                changed.mark(id);
+            }
+        }
         self.mark_refused(&applied.verdicts, wall);
         self.follow_rollouts(rollouts, &reconfigured, wall);
         self.evaluate_sets(wall);

@@ -86,6 +86,27 @@ pub struct BatchCounters {
     pub signatures: Counter,
 }
 
+/// The mirror feed's work: its syncs, the clusters they read and the time they took
+/// (what a change costs the hub beside ingest).
+#[derive(Clone, Debug, Default)]
+pub struct FeedCounters {
+    /// Syncs run.
+    pub syncs: Counter,
+    /// Clusters read by them.
+    pub clusters_read: Counter,
+    /// Seconds spent in them.
+    pub seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl FeedCounters {
+    /// Counts one sync that read `read` clusters in `took`.
+    pub fn record(&self, read: usize, took: std::time::Duration) {
+        self.syncs.inc();
+        self.clusters_read.inc_by(read as u64);
+        self.seconds.inc_by(took.as_secs_f64());
+    }
+}
+
 /// Every hub metric.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -121,6 +142,8 @@ pub struct Metrics {
     pub transitions: Transitions,
     /// Heartbeat signature batches and the signatures they held.
     pub signature_batches: BatchCounters,
+    /// The mirror feed's syncs.
+    pub mirror_feed: FeedCounters,
 }
 
 impl Metrics {
@@ -215,6 +238,21 @@ impl Metrics {
             "batched_signatures",
             "Heartbeat signatures verified in batches; over signature_batches, the mean batch size",
             m.signature_batches.signatures.clone(),
+        );
+        r.register(
+            "mirror_feed_syncs",
+            "Syncs of the mirror feed (each reads the clusters changed since the last)",
+            m.mirror_feed.syncs.clone(),
+        );
+        r.register(
+            "mirror_feed_clusters_read",
+            "Clusters the mirror feed's syncs read",
+            m.mirror_feed.clusters_read.clone(),
+        );
+        r.register(
+            "mirror_feed_seconds",
+            "Seconds the mirror feed's syncs took",
+            m.mirror_feed.seconds.clone(),
         );
         m.transitions.register(r);
         m

@@ -127,6 +127,11 @@ pub struct Args {
     /// share cores with the load generator; needs util-linux's `taskset`.
     #[arg(long, env = "LOADGEN_HUB_CPUS", value_name = "LIST")]
     pub hub_cpus: Option<String>,
+    /// A mirror every cluster gets on the hub started here (its `serve --mirror-default`,
+    /// e.g. `sveltoscluster`; without a mirror kubeconfig the hub only shows what it would
+    /// write), so the mirror feed has every cluster to follow. Repeatable.
+    #[arg(long, value_name = "KIND")]
+    pub mirror_default: Vec<String>,
     /// Run the load generator itself on these CPUs only (a `taskset` list such as `0`).
     #[arg(long, env = "LOADGEN_CPUS", value_name = "LIST")]
     pub loadgen_cpus: Option<String>,
@@ -214,7 +219,11 @@ pub fn hub_under_test(
         }
         _ => {
             let bin = hub::hub_binary(args.hub_bin.as_deref())?;
-            HubUnderTest::start_embedded(&bin, manifests, work, args.hub_cpus.as_deref())
+            let extra: Vec<String> = (args.mirror_default.iter())
+                .flat_map(|kind| ["--mirror-default".to_owned(), kind.clone()])
+                .collect();
+            let cpus = args.hub_cpus.as_deref();
+            HubUnderTest::start_embedded(&bin, manifests, work, cpus, &extra)
         }
     }
 }
@@ -361,7 +370,7 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
     };
     let end = probe();
     if !args.floor {
-        print_batches(&setup, &hub.admin_url).await;
+        print_hub_metrics(&setup, &hub.admin_url, idle.zip(end)).await;
     }
     hub.stop();
     let allocs_per_hb = allocations.map(|a| a.per_heartbeat);
@@ -380,12 +389,30 @@ fn sittings(args: &Args) -> usize {
     if args.floor { 0 } else { args.stack_sittings }
 }
 
-/// How the hub batched the run's signatures (warm-up included), from its `/metrics`:
-/// the batches and the signatures in them; nothing when batching is off or the scrape fails.
-async fn print_batches(client: &reqwest::Client, admin: &reqwest::Url) {
+/// From the hub's `/metrics`, over the whole run (warm-up included): how it batched the
+/// signatures (nothing when batching is off), and what the mirror feed read and its share
+/// of the hub's CPU time between `cpu` (ready, end); nothing when the scrape fails.
+async fn print_hub_metrics(
+    client: &reqwest::Client,
+    admin: &reqwest::Url,
+    cpu: Option<(hub::ProcSample, hub::ProcSample)>,
+) {
     let Some(text) = hub::scrape_metrics(client, admin).await else {
         return;
     };
+    let syncs = histogram::counter(&text, "fleetpulse_hub_mirror_feed_syncs_total", "");
+    let read = histogram::counter(&text, "fleetpulse_hub_mirror_feed_clusters_read_total", "");
+    let seconds = histogram::value(&text, "fleetpulse_hub_mirror_feed_seconds_total");
+    let hub_cpu = cpu.map(|(ready, end)| end.cpu_secs - ready.cpu_secs);
+    let share = match (seconds, hub_cpu) {
+        (Some(s), Some(c)) if c > 0.0 => format!("{:.2} %", 100.0 * s / c),
+        _ => "nan".into(),
+    };
+    println!(
+        "mirror feed: {syncs} syncs read {read} clusters ({:.1} a sync) in {:.3} s,          feed_share={share} of the hub's CPU since it was ready (the whole run, warm-up included)",
+        read as f64 / syncs.max(1) as f64,
+        seconds.unwrap_or(f64::NAN),
+    );
     let batches = histogram::counter(&text, "fleetpulse_hub_signature_batches_total", "");
     let signatures = histogram::counter(&text, "fleetpulse_hub_batched_signatures_total", "");
     if batches > 0 {

@@ -71,7 +71,12 @@ impl Fleet {
             floor: self.incarnation_floor(),
             debounce: self.settings.debounce,
         };
+        let unheard = state.core.liveness.last_heartbeat().is_none();
         let accepted = state.core.heartbeat(heartbeat, now, wall)?;
+        if unheard {
+            // The first this hub process heard of it: its mirrors may show its health now.
+            self.mark_changed(&entry.id);
+        }
         let pos = accepted.position;
         state.positions_dirty = true;
         let previous = state.last_heartbeat;

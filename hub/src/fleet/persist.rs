@@ -32,6 +32,7 @@ impl Fleet {
         } = snapshot;
         self.floor_incarnations(positions_kept, wall);
         self.sets.lock().decisions.sets.statuses.extend(sets);
+        self.changed.lock().mark_all();
         let ids: HashSet<ClusterId> = (clusters.keys().chain(positions.keys()))
             .chain(heard.keys())
             .cloned()
@@ -221,6 +222,7 @@ impl Fleet {
     /// would write the lost condition again.
     pub(super) fn write_status(&self, cluster: &ClusterId, state: &mut ClusterState) {
         let record = state.record();
+        self.mark_changed(cluster);
         self.metrics.status_writes.inc();
         let observed = state.transitions.observe(&record.status.conditions);
         (self.metrics.transitions).written(observed.first, &observed.changed);

@@ -86,6 +86,8 @@ impl Fleet {
         for (key, status) in written {
             sets.decisions.sets.statuses.insert(key, status);
         }
+        // Memberships changed by no evaluation: the feed reads them all again.
+        self.changed.lock().mark_all();
     }
 
     /// Re-evaluates every set at `wall` and persists what changed.
@@ -122,6 +124,12 @@ impl Fleet {
         });
         let mut effects = Vec::new();
         (sets.decisions).evaluate(sources, &views, &held, wall, &mut effects);
+        {
+            let mut changed = self.changed.lock();
+            for id in sets.held.symmetric_difference(&held) {
+                changed.mark(id);
+            }
+        }
         sets.held = held;
         for effect in &effects {
             if let Effect::Set(change) = effect {
@@ -138,9 +146,15 @@ impl Fleet {
         let mut writes = Vec::with_capacity(effects.len());
         for effect in effects {
             // Membership labels follow the set statuses written here (the Kubernetes
-            // store's label consumer reads them from there).
-            let Effect::Set(change) = effect else {
-                continue;
+            // store's label consumer reads them from there); the mirror feed hears of
+            // them cluster by cluster.
+            let change = match effect {
+                Effect::Set(change) => change,
+                Effect::Membership { cluster, labels } => {
+                    self.changed.lock().membership(cluster, labels);
+                    continue;
+                }
+                _ => continue,
             };
             if !change.dropped.is_empty() {
                 self.metrics().failover(&change.key, &change.dropped);

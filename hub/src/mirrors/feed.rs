@@ -6,6 +6,10 @@
 //! more than it may empty a set); and it records each `Mirrored` change in the cluster's
 //! status.
 //!
+//! A sync reads only the clusters that changed since the last one (the fleet's index of
+//! them, [`crate::fleet::Changed`]), so its cost follows the changes, not the fleet's size:
+//! the first sync, and one after set statuses were restored or adopted, read every cluster.
+//!
 //! A hub projects only the silence it observed itself: a cluster this hub process has not
 //! heard from since it started (it restarted while cut off from its fleet, say) keeps the
 //! health its mirrors already show, however long it stays silent; its set memberships
@@ -35,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{MirrorArgs, MirrorChange, MirrorInput, MirroredCondition, MirrorsHandle};
 use crate::core::health::reason::{LIVENESS_CHECKS_FAILING, UNREACHABLE};
-use crate::fleet::{ClusterState, Fleet};
+use crate::fleet::{ClusterEntry, ClusterState, Fleet};
 
 /// Feeds `handle` from `fleet` until `stop`; `changes` is the writer's receiver of
 /// `Mirrored` changes.
@@ -49,14 +53,18 @@ pub async fn run(
     let decided = fleet.decisions();
     let mut feed = Feed::default();
     let mut pace = Pace::default();
-    pace.timed(|| feed.sync(&fleet, &args, &handle));
+    let sync = |feed: &mut Feed, pace: &mut Pace| {
+        let (read, took) = pace.timed(|| feed.sync(&fleet, &args, &handle));
+        fleet.metrics().mirror_feed.record(read, took);
+    };
+    sync(&mut feed, &mut pace);
     let mut pending = false;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = decided.notified(), if !pending => pending = true,
             () = tokio::time::sleep_until(pace.next), if pending => {
-                pace.timed(|| feed.sync(&fleet, &args, &handle));
+                sync(&mut feed, &mut pace);
                 pending = false;
             }
             Some(change) = changes.recv() => {
@@ -66,12 +74,13 @@ pub async fn run(
     }
 }
 
-/// When the feed may sync next. A sync reads every cluster, and a fleet coming up decides
-/// something on nearly every report, so syncing on each decision would cost O(clusters)
-/// per report: at 100,000 clusters that starved ingest of its core. After a sync that took
-/// `t` the feed waits `IDLE_SHARE * t` (at most [`Pace::MAX_WAIT`]) before the next, and
-/// the decisions made meanwhile are taken together by it: at most a tenth of a core
-/// whatever the fleet's size, and no wait at all that a small fleet would notice.
+/// When the feed may sync next. A fleet coming up decides something on nearly every
+/// report; a sync reads only the clusters that changed since the last one, but syncing on
+/// each decision would still wake the feed once per report. After a sync that took `t` the
+/// feed waits `IDLE_SHARE * t` (at most [`Pace::MAX_WAIT`]) before the next, and the
+/// decisions made meanwhile are taken together by it: at most a tenth of a core whatever
+/// the fleet's size (the first sync, and one after set statuses were restored or adopted,
+/// read every cluster), and no wait at all that a small fleet would notice.
 #[derive(Debug)]
 struct Pace {
     next: tokio::time::Instant,
@@ -91,12 +100,14 @@ impl Pace {
     /// The longest wait between two syncs, however long the last one took.
     const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-    /// Runs `sync` and sets when the next may run.
-    fn timed(&mut self, sync: impl FnOnce()) {
+    /// Runs `sync` and sets when the next may run; returns what it returned and how long
+    /// it took.
+    fn timed<T>(&mut self, sync: impl FnOnce() -> T) -> (T, std::time::Duration) {
         let start = tokio::time::Instant::now();
-        sync();
+        let out = sync();
         let took = start.elapsed();
         self.next = start + took + Self::wait_after(took);
+        (out, took)
     }
 
     /// The wait after a sync that took `took`.
@@ -117,10 +128,14 @@ struct Told {
 struct Feed {
     frozen: bool,
     told: HashMap<ClusterId, Told>,
+    /// Each cluster's membership labels, as the sets last gave them.
+    memberships: HashMap<ClusterId, Vec<String>>,
 }
 
 impl Feed {
-    fn sync(&mut self, fleet: &Fleet, args: &MirrorArgs, handle: &MirrorsHandle) {
+    /// Tells the writer what changed since the last sync ([`Fleet::take_changed`]);
+    /// returns how many clusters it read.
+    fn sync(&mut self, fleet: &Fleet, args: &MirrorArgs, handle: &MirrorsHandle) -> usize {
         // The brake first: the writer must be frozen before it hears of the clusters that
         // went quiet.
         let frozen = fleet.reassignment_frozen();
@@ -128,56 +143,96 @@ impl Feed {
             handle.freeze(frozen);
             self.frozen = frozen;
         }
+        let changed = fleet.take_changed();
+        if changed.is_empty() {
+            return 0;
+        }
         let registry = fleet.registry();
         let held = fleet.rollout_held();
-        let mut memberships: Option<HashMap<ClusterId, Vec<String>>> = None;
-        let mut present = HashSet::new();
-        for entry in registry.clusters() {
-            let known = self.told.contains_key(&entry.id);
-            if entry.object.spec.mirrors.is_empty() && args.mirror_defaults.is_empty() && !known {
-                continue;
+        if changed.all {
+            self.memberships = fleet.membership_labels();
+            let mut read = 0;
+            for entry in registry.clusters() {
+                self.sync_one(entry, fleet, args, handle, &held);
+                read += 1;
             }
-            present.insert(entry.id.clone());
-            let (mirrors, problems) = args.mirrors_of(&entry.object);
-            if mirrors.is_empty() && problems.is_empty() {
-                // Its mirrors were removed from the spec: no longer managed, no condition.
+            self.told.retain(|id, _| {
+                let keep = registry.cluster(id).is_some();
+                if !keep {
+                    handle.forget(id.clone());
+                }
+                keep
+            });
+            return read;
+        }
+        for (id, labels) in changed.memberships {
+            if labels.is_empty() {
+                self.memberships.remove(&id);
+            } else {
+                self.memberships.insert(id, labels);
+            }
+        }
+        for id in &changed.clusters {
+            match registry.cluster(id) {
+                Some(entry) => self.sync_one(entry, fleet, args, handle, &held),
+                // Gone from the registry.
+                None => {
+                    if self.told.remove(id).is_some() {
+                        handle.forget(id.clone());
+                    }
+                }
+            }
+        }
+        changed.clusters.len()
+    }
+
+    /// Tells the writer what `entry`'s mirrors should hold now, if that differs from what
+    /// it was told.
+    fn sync_one(
+        &mut self,
+        entry: &ClusterEntry,
+        fleet: &Fleet,
+        args: &MirrorArgs,
+        handle: &MirrorsHandle,
+        held: &HashSet<ClusterId>,
+    ) {
+        let known = self.told.contains_key(&entry.id);
+        if entry.object.spec.mirrors.is_empty() && args.mirror_defaults.is_empty() && !known {
+            return;
+        }
+        let (mirrors, problems) = args.mirrors_of(&entry.object);
+        if mirrors.is_empty() && problems.is_empty() {
+            // Its mirrors were removed from the spec: no longer managed, no condition.
+            if known {
                 self.told.remove(&entry.id);
                 handle.forget(entry.id.clone());
                 set_mirrored(fleet, &entry.id, None, Timestamp::now());
-                continue;
             }
-            let told = self.told.get(&entry.id).map(|t| &t.input);
-            let input = match told {
-                Some(told) if held.contains(&entry.id) => told.clone(),
-                _ => {
-                    let seen = Seen::of(&entry.state.lock());
-                    if told.is_none() && !seen.verdict() {
-                        continue;
-                    }
-                    let memberships = memberships.get_or_insert_with(|| fleet.membership_labels());
-                    let memberships = (memberships.get(&entry.id).into_iter().flatten())
-                        .cloned()
-                        .collect();
-                    seen.input(told, memberships)
-                }
-            };
-            let told = Told {
-                mirrors,
-                problems,
-                input,
-            };
-            if self.told.get(&entry.id) != Some(&told) {
-                handle.observe(entry.id.clone(), &told.mirrors, &told.problems, &told.input);
-                self.told.insert(entry.id.clone(), told);
-            }
+            return;
         }
-        self.told.retain(|id, _| {
-            let keep = present.contains(id);
-            if !keep {
-                handle.forget(id.clone());
+        let told = self.told.get(&entry.id).map(|t| &t.input);
+        let input = match told {
+            Some(told) if held.contains(&entry.id) => told.clone(),
+            _ => {
+                let seen = Seen::of(&entry.state.lock());
+                if told.is_none() && !seen.verdict() {
+                    return;
+                }
+                let memberships = (self.memberships.get(&entry.id).into_iter().flatten())
+                    .cloned()
+                    .collect();
+                seen.input(told, memberships)
             }
-            keep
-        });
+        };
+        let told = Told {
+            mirrors,
+            problems,
+            input,
+        };
+        if self.told.get(&entry.id) != Some(&told) {
+            handle.observe(entry.id.clone(), &told.mirrors, &told.problems, &told.input);
+            self.told.insert(entry.id.clone(), told);
+        }
     }
 }
 
@@ -253,3 +308,6 @@ pub fn set_mirrored(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reads;

@@ -72,7 +72,7 @@ impl FaultyFleet {
         let work = tempfile::tempdir()?;
         let manifests = work.path().join("manifests");
         let sims = fleet::write_clusters(&manifests, clusters, interval, grace)?;
-        let hub = HubUnderTest::start_embedded(&bins.hub, &manifests, work.path(), None)?;
+        let hub = HubUnderTest::start_embedded(&bins.hub, &manifests, work.path(), None, &[])?;
         let ca = work.path().join("hub-ca.pem");
         std::fs::write(&ca, &hub.ca_pem)?;
         let upstream = (std::net::Ipv4Addr::LOCALHOST, hub.url.port().unwrap_or(443)).into();

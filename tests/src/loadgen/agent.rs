@@ -84,7 +84,7 @@ pub async fn footprint(
     std::fs::create_dir_all(&manifests)?;
     let file = manifests.join("edge.yaml");
     std::fs::write(&file, manifest(&public_key, interval, false))?;
-    let mut hub = HubUnderTest::start_embedded(hub_bin, &manifests, work, None)?;
+    let mut hub = HubUnderTest::start_embedded(hub_bin, &manifests, work, None, &[])?;
     let setup = super::client::client(&hub.ca_pem, super::client::Transport::Http2)?;
     let keys = [public_key.clone()].into_iter().collect();
     hub.wait_ready(&setup, &keys, Duration::from_secs(60))

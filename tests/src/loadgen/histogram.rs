@@ -44,6 +44,12 @@ pub fn counter(text: &str, name: &str, with: &str) -> u64 {
         .sum()
 }
 
+/// The sum of the samples named `name` as a float (a counter of seconds), or `None` when
+/// the scrape has none.
+pub fn value(text: &str, name: &str) -> Option<f64> {
+    samples(text, name).map(|(_, v)| v).reduce(|a, b| a + b)
+}
+
 impl Buckets {
     /// The buckets of histogram `family` (its `{family}_bucket` samples) in a scrape, summed
     /// over every label set.

@@ -45,12 +45,13 @@ pub fn binary_beside(name: &str, explicit: Option<&Path>, flag: &str) -> anyhow:
 impl HubUnderTest {
     /// Starts `bin serve` over HTTPS on a free loopback port with the manifests in
     /// `manifests`, its store and PKI under `work`, logging to `work/hub.log`; only on
-    /// `cpus` (a `taskset` list) when given.
+    /// `cpus` (a `taskset` list) when given; `extra` are more flags for `serve`.
     pub fn start_embedded(
         bin: &Path,
         manifests: &Path,
         work: &Path,
         cpus: Option<&str>,
+        extra: &[String],
     ) -> anyhow::Result<Self> {
         let pki = Pki::generate(work)?;
         let log = work.join("hub.log");
@@ -76,6 +77,7 @@ impl HubUnderTest {
             .arg(&pki.server_cert)
             .arg("--tls-key")
             .arg(&pki.server_key)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
