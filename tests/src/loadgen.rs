@@ -409,7 +409,7 @@ async fn print_hub_metrics(
         _ => "nan".into(),
     };
     println!(
-        "mirror feed: {syncs} syncs read {read} clusters ({:.1} a sync) in {:.3} s,          feed_share={share} of the hub's CPU since it was ready (the whole run, warm-up included)",
+        "mirror feed: {syncs} syncs read {read} clusters ({:.1} a sync) in {:.3} s, feed_share={share} of the hub's CPU since it was ready (the whole run, warm-up included)",
         read as f64 / syncs.max(1) as f64,
         seconds.unwrap_or(f64::NAN),
     );

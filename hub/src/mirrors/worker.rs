@@ -2,12 +2,16 @@
 //! which objects are due (wanted state changed, resync interval passed, backoff over),
 //! writes them a few at a time, and folds outcomes into statuses and `Mirrored` changes.
 //! While frozen (the partition brake) it starts nothing and aborts what is in flight.
+//! One turn costs what changed (see [`objects`]), so a fleet of 100,000 mirrored
+//! clusters is observed in time proportional to it, not to its square.
 
-use std::collections::{BTreeMap, HashMap};
+mod objects;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use backon::{BackoffBuilder, ExponentialBuilder};
 use fleetpulse_common::protocol::report::ClusterId;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -17,22 +21,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::{TaintPlan, Wanted};
 use super::status::{MirrorChange, MirrorState, MirrorStatus, MirroredCondition, condition};
-use super::writer::{MirrorError, Target, Writer};
+use super::writer::{MirrorError, Writer};
 use super::{Command, Entry};
+use objects::{Key, Object, Objects, Slot};
 
 /// Writes at most this many objects at once.
 const CONCURRENCY: usize = 8;
-
-struct Object {
-    entry: Entry,
-    /// What was last written or found in place (`None`: unknown, read before writing).
-    synced: Option<Wanted>,
-    due: Option<Instant>,
-    backoff: Option<ExponentialBackoff>,
-    in_flight: bool,
-    writes: u64,
-    outcome: Option<(MirrorState, String, String)>,
-}
 
 pub(super) struct Worker {
     pub writer: Option<Arc<Writer>>,
@@ -42,38 +36,19 @@ pub(super) struct Worker {
     pub stop: CancellationToken,
 }
 
-/// A cluster's mirror: its object, or (for an unknown kind or an unresolved default) its
-/// position in the cluster's list.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Slot {
-    Object(Target),
-    Unresolved(usize),
-}
-
-impl Slot {
-    fn of(entry: &Entry, position: usize) -> Self {
-        match &entry.target {
-            Some(t) => Self::Object(t.clone()),
-            None => Self::Unresolved(position),
-        }
-    }
-}
-
-type Key = (ClusterId, Slot);
 type Done = (Key, Wanted, Result<u32, MirrorError>);
 
 impl Worker {
     pub async fn run(self, mut commands: mpsc::UnboundedReceiver<Command>) {
-        let mut objects: BTreeMap<Key, Object> = BTreeMap::new();
+        let mut objects = Objects::default();
         let mut conditions: HashMap<ClusterId, MirroredCondition> = HashMap::new();
         let mut running: JoinSet<Done> = JoinSet::new();
         let mut frozen = false;
         loop {
+            // With every slot busy, what is due waits for a write to land, not a timer.
             let next = objects
-                .values()
-                .filter(|o| !o.in_flight)
-                .filter_map(|o| o.due)
-                .min();
+                .next_due()
+                .filter(|_| !frozen && running.len() < CONCURRENCY);
             let sleep =
                 tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + self.resync));
             tokio::select! {
@@ -81,109 +56,84 @@ impl Worker {
                 cmd = commands.recv() => match cmd {
                     None => break,
                     Some(Command::Freeze(on)) => {
-                        frozen = on;
                         if on {
                             running.abort_all();
                         }
+                        if on != frozen {
+                            objects.touch_all();
+                        }
+                        frozen = on;
                     }
                     Some(Command::Observe { cluster, entries }) => {
-                        self.observe(&mut objects, cluster, entries);
+                        self.observe(&mut objects, &cluster, entries);
                     }
                     Some(Command::Forget(cluster)) => {
-                        objects.retain(|(c, _), _| *c != cluster);
+                        objects.forget(&cluster);
                         conditions.remove(&cluster);
                     }
                 },
                 Some(done) = running.join_next(), if !running.is_empty() => match done {
                     Ok((key, wanted, result)) => self.finish(&mut objects, key, wanted, result),
-                    Err(_aborted) => {
-                        for o in objects.values_mut().filter(|o| o.in_flight) {
-                            o.in_flight = false;
-                            o.due = Some(Instant::now());
-                        }
-                    }
+                    Err(_aborted) => objects.aborted(Instant::now()),
                 },
                 () = sleep => {}
             }
             if !frozen {
                 self.start_due(&mut objects, &mut running);
             }
-            self.publish(&objects, &mut conditions, frozen);
+            self.publish(&mut objects, &mut conditions, frozen);
         }
         running.abort_all();
     }
 
-    fn observe(
-        &self,
-        objects: &mut BTreeMap<Key, Object>,
-        cluster: ClusterId,
-        entries: Vec<Entry>,
-    ) {
-        let keys: Vec<Key> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (cluster.clone(), Slot::of(e, i)))
-            .collect();
-        objects.retain(|key, _| key.0 != cluster || keys.contains(key));
-        for (key, entry) in keys.into_iter().zip(entries) {
-            let object = objects.entry(key).or_insert_with(|| Object {
-                entry: entry.clone(),
-                synced: None,
-                due: None,
-                backoff: None,
-                in_flight: false,
-                writes: 0,
-                outcome: None,
-            });
-            let changed = object.entry.wanted != entry.wanted || object.outcome.is_none();
-            object.entry = entry;
-            match (&object.entry.target, &object.entry.problem) {
+    fn observe(&self, objects: &mut Objects, cluster: &ClusterId, entries: Vec<Entry>) {
+        for (key, changed) in objects.replace(cluster, entries) {
+            let Some(object) = objects.get_mut(&key) else {
+                continue;
+            };
+            let due = match (&object.entry.target, &object.entry.problem) {
                 (_, Some((reason, message))) => {
                     object.outcome = Some((MirrorState::Failed, reason.clone(), message.clone()));
-                    object.due = None;
+                    Some(None)
                 }
                 (Some(_), None) if self.writer.is_none() => {
                     let message = "no mirror cluster configured: shown, not written".to_owned();
                     object.outcome =
                         Some((MirrorState::NotConnected, "NotConnected".into(), message));
+                    None
                 }
                 (Some(_), None)
                     if changed && object.synced.as_ref() != Some(&object.entry.wanted) =>
                 {
-                    object.due = Some(Instant::now());
                     object.backoff = None;
+                    Some(Some(Instant::now()))
                 }
-                _ => {}
+                _ => None,
+            };
+            if let Some(due) = due {
+                objects.schedule(&key, due);
             }
         }
     }
 
-    fn start_due(&self, objects: &mut BTreeMap<Key, Object>, running: &mut JoinSet<Done>) {
+    fn start_due(&self, objects: &mut Objects, running: &mut JoinSet<Done>) {
         let Some(writer) = &self.writer else { return };
-        let now = Instant::now();
+        let free = CONCURRENCY.saturating_sub(running.len());
+        if free == 0 {
+            return;
+        }
         let wall = super::rfc3339_now();
-        for (key, object) in objects.iter_mut() {
-            if running.len() >= CONCURRENCY {
-                break;
-            }
-            let Slot::Object(target) = &key.1 else {
+        for key in objects.start_due(Instant::now(), free) {
+            let Slot::Object(target) = key.1.clone() else {
+                objects.landed(&key);
                 continue;
             };
-            if object.in_flight
-                || object.due.is_none_or(|d| d > now)
-                || object.entry.problem.is_some()
-            {
+            let Some(object) = objects.get_mut(&key) else {
+                objects.landed(&key);
                 continue;
-            }
-            let target = target.clone();
-            object.in_flight = true;
-            object.due = None;
-            let (writer, key, wanted, wall) = (
-                writer.clone(),
-                key.clone(),
-                object.entry.wanted.clone(),
-                wall.clone(),
-            );
+            };
+            let (writer, wanted, wall) =
+                (writer.clone(), object.entry.wanted.clone(), wall.clone());
             tracing::debug!(object = %object.entry.object, labels = ?wanted.labels, taint = ?wanted.taint, "syncing mirror");
             running.spawn(async move {
                 let result = writer.sync(&target, &wanted, &wall).await;
@@ -194,17 +144,17 @@ impl Worker {
 
     fn finish(
         &self,
-        objects: &mut BTreeMap<Key, Object>,
+        objects: &mut Objects,
         key: Key,
         wanted: Wanted,
         result: Result<u32, MirrorError>,
     ) {
+        objects.landed(&key);
         let Some(object) = objects.get_mut(&key) else {
             return;
         };
-        object.in_flight = false;
         let now = Instant::now();
-        match result {
+        let due = match result {
             Ok(writes) => {
                 object.writes += u64::from(writes);
                 object.synced = Some(wanted.clone());
@@ -215,11 +165,11 @@ impl Worker {
                     "Mirrored".into(),
                     format!("{}: {message}", object.entry.object),
                 ));
-                object.due = Some(if object.entry.wanted == wanted {
+                if object.entry.wanted == wanted {
                     now + self.resync
                 } else {
                     now
-                });
+                }
             }
             Err(error) => {
                 tracing::warn!(cluster = %format!("{}/{}", key.0.namespace, key.0.name), %error, "mirror write failed");
@@ -234,62 +184,39 @@ impl Worker {
                 });
                 // Jitter may add to a delay: never wait longer than a resync.
                 let delay = backoff.next().unwrap_or(self.resync).min(self.resync);
-                object.due = Some(now + delay);
                 object.outcome = Some((
                     MirrorState::Failed,
                     error.reason().into(),
                     error.to_string(),
                 ));
+                now + delay
             }
-        }
+        };
+        objects.schedule(&key, Some(due));
     }
 
+    /// Rebuilds the statuses of the clusters touched since the last publish and announces
+    /// each change of their `Mirrored` condition.
     fn publish(
         &self,
-        objects: &BTreeMap<Key, Object>,
+        objects: &mut Objects,
         conditions: &mut HashMap<ClusterId, MirroredCondition>,
         frozen: bool,
     ) {
-        let mut by_cluster: HashMap<ClusterId, Vec<MirrorStatus>> = HashMap::new();
-        for ((cluster, _), o) in objects {
-            let waiting = o.due.is_some() && o.synced.as_ref() != Some(&o.entry.wanted);
-            let (state, reason, message) = match o.outcome.clone() {
-                _ if frozen && waiting => (
-                    MirrorState::Pending,
-                    "Frozen".into(),
-                    "the partition brake holds every mirror write".into(),
-                ),
-                Some((MirrorState::Written, ..)) | None if waiting => (
-                    MirrorState::Pending,
-                    "Pending".into(),
-                    "queued for writing".into(),
-                ),
-                Some(outcome) => outcome,
-                None => (
-                    MirrorState::Pending,
-                    "Pending".into(),
-                    "not synced yet".into(),
-                ),
-            };
-            by_cluster
-                .entry(cluster.clone())
-                .or_default()
-                .push(MirrorStatus {
-                    object: o.entry.object.clone(),
-                    state,
-                    reason,
-                    message,
-                    labels: o.entry.wanted.labels.clone(),
-                    taint: match o.entry.wanted.taint {
-                        TaintPlan::Present(effect) => Some(effect.to_owned()),
-                        TaintPlan::Absent | TaintPlan::NotManaged => None,
-                    },
-                    writes: o.writes,
-                });
+        let touched = objects.take_touched();
+        if touched.is_empty() {
+            return;
         }
-        for (cluster, statuses) in &by_cluster {
-            if let Some(now) = condition(statuses)
-                && conditions.get(cluster) != Some(&now)
+        let mut shared = self.statuses.lock();
+        for (cluster, objects) in touched {
+            let Some(objects) = objects else {
+                shared.remove(&cluster);
+                continue;
+            };
+            let statuses: Vec<MirrorStatus> =
+                objects.iter().map(|(_, o)| status(o, frozen)).collect();
+            if let Some(now) = condition(&statuses)
+                && conditions.get(&cluster) != Some(&now)
             {
                 conditions.insert(cluster.clone(), now.clone());
                 let _ = self.changes.send(MirrorChange {
@@ -297,7 +224,42 @@ impl Worker {
                     condition: now,
                 });
             }
+            shared.insert(cluster, statuses);
         }
-        *self.statuses.lock() = by_cluster;
+    }
+}
+
+/// What one object's status shows.
+fn status(o: &Object, frozen: bool) -> MirrorStatus {
+    let waiting = o.waiting();
+    let (state, reason, message) = match o.outcome.clone() {
+        _ if frozen && waiting => (
+            MirrorState::Pending,
+            "Frozen".into(),
+            "the partition brake holds every mirror write".into(),
+        ),
+        Some((MirrorState::Written, ..)) | None if waiting => (
+            MirrorState::Pending,
+            "Pending".into(),
+            "queued for writing".into(),
+        ),
+        Some(outcome) => outcome,
+        None => (
+            MirrorState::Pending,
+            "Pending".into(),
+            "not synced yet".into(),
+        ),
+    };
+    MirrorStatus {
+        object: o.entry.object.clone(),
+        state,
+        reason,
+        message,
+        labels: o.entry.wanted.labels.clone(),
+        taint: match o.entry.wanted.taint {
+            TaintPlan::Present(effect) => Some(effect.to_owned()),
+            TaintPlan::Absent | TaintPlan::NotManaged => None,
+        },
+        writes: o.writes,
     }
 }

@@ -4,8 +4,10 @@
 //! heartbeat was due (not from when it was sent), so a hub that falls behind shows it.
 //!
 //! The first rounds are a warm-up (a cluster's first reports change its conditions and are
-//! written to the store); the hub's CPU time is sampled when the timed rounds start and
-//! after their last answer.
+//! written to the store); the timed rounds start, on a fresh schedule, once every warm-up
+//! heartbeat is answered, so their latency measures the hub rather than the warm-up's
+//! backlog. The hub's CPU time is sampled when the timed rounds start and after their last
+//! answer.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -76,12 +78,26 @@ pub async fn drive(
     let tallies = Arc::new([Mutex::new(Tally::default()), Mutex::new(Tally::default())]);
     let permits = Arc::new(Semaphore::new(schedule.max_in_flight));
     let n = agents.len().max(1) as u32;
-    let start = Instant::now() + Duration::from_millis(100);
+    let mut start = Instant::now() + Duration::from_millis(100);
+    // The round `start` is the time of: the timed rounds start afresh once the warm-up drained.
+    let mut start_round = 0;
     let mut timed_start = None;
     let mut before = None;
     let mut max_send_lag = Duration::ZERO;
     for round in 0..schedule.rounds {
         let phase = usize::from(round >= schedule.warmup_rounds);
+        if round == schedule.warmup_rounds && round > 0 {
+            // Every warm-up heartbeat answered before the first timed one is sent: the
+            // timed rounds' latency and CPU are the hub's, not a queue the warm-up left.
+            let last_sent = Instant::now();
+            drop(permits.acquire_many(schedule.max_in_flight as u32).await?);
+            eprintln!(
+                "loadgen: warm-up drained {:.1}s after its last heartbeat was sent",
+                last_sent.elapsed().as_secs_f64()
+            );
+            start = Instant::now() + Duration::from_millis(100);
+            start_round = round;
+        }
         eprintln!(
             "loadgen: round {}/{} ({}), {} heartbeats in flight",
             round + 1,
@@ -90,7 +106,9 @@ pub async fn drive(
             schedule.max_in_flight - permits.available_permits()
         );
         for (i, agent) in agents.iter().enumerate() {
-            let due = start + schedule.interval * round as u32 + schedule.interval * i as u32 / n;
+            let due = start
+                + schedule.interval * (round - start_round) as u32
+                + schedule.interval * i as u32 / n;
             tokio::time::sleep_until(due.into()).await;
             let permit = permits.clone().acquire_owned().await?;
             if phase == 1 && timed_start.is_none() {
