@@ -2,7 +2,8 @@
 //! the mirrored tools installed: labels moved by server-side apply while another manager's
 //! labels and taints stay, the taint added and removed, a conflicting writer retried, a
 //! missing object reported then written once it exists, an unknown kind reported without
-//! a request, the partition brake holding every write, and the writes counted.
+//! a request, the partition brake holding every write (and shown on a write already
+//! waiting), and the writes counted.
 
 #[path = "mirrors_writer/fixture.rs"]
 mod fixture;
@@ -306,4 +307,25 @@ async fn while_frozen_nothing_is_written_and_the_release_writes_what_changed() {
         f.sim.total_writes() - before
     );
     assert_eq!(f.sim.total_writes() - before, 2);
+}
+
+#[tokio::test]
+async fn the_brake_shows_on_a_write_already_waiting_without_another_observe() {
+    // A missing object: its write fails and waits in backoff, so nothing but the brake
+    // itself can change what its status shows.
+    let mut f = fixture(Duration::from_secs(3600)).await;
+    let mirrors = [mirror(MirrorKind::SveltosCluster, "gone", None)];
+    f.handle
+        .observe(cluster("gone"), &mirrors, &[], &input(true, true, &[PROD]));
+    assert_eq!(next_change(&mut f).await.condition.reason, "MirrorNotFound");
+    let reason = |f: &Fixture| f.handle.status(&cluster("gone"))[0].reason.clone();
+    f.handle.freeze(true);
+    let frozen = eventually(WAIT, || async { (reason(&f) == "Frozen").then_some(()) }).await;
+    assert!(frozen.is_some(), "still {}", reason(&f));
+    f.handle.freeze(false);
+    let released = eventually(WAIT, || async {
+        (reason(&f) == "MirrorNotFound").then_some(())
+    })
+    .await;
+    assert!(released.is_some(), "still {}", reason(&f));
 }

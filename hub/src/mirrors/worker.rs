@@ -91,7 +91,8 @@ impl Worker {
             let Some(object) = objects.get_mut(&key) else {
                 continue;
             };
-            let due = match (&object.entry.target, &object.entry.problem) {
+            // `Some(due)`: it is due then from now on (`None`: never); `None`: as it was.
+            let reschedule = match (&object.entry.target, &object.entry.problem) {
                 (_, Some((reason, message))) => {
                     object.outcome = Some((MirrorState::Failed, reason.clone(), message.clone()));
                     Some(None)
@@ -110,7 +111,7 @@ impl Worker {
                 }
                 _ => None,
             };
-            if let Some(due) = due {
+            if let Some(due) = reschedule {
                 objects.schedule(&key, due);
             }
         }
