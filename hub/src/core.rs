@@ -4,6 +4,7 @@
 //! ([`crate::fleet`]) feeds them and carries out what they decide.
 //!
 //! - [`cluster`]: what a heartbeat and a detector tick do to one cluster.
+//! - [`digest`]: digests that tell a repeated message or report from a changed one.
 //! - [`detector`]: whether a cluster's heartbeats stopped (fixed timeout or phi accrual).
 //! - [`fleet`]: the whole fleet's decisions as one state machine, events in and effects
 //!   out, composing the others as the fleet does.
@@ -19,6 +20,7 @@
 pub mod brake;
 pub mod cluster;
 pub mod detector;
+pub mod digest;
 pub mod fleet;
 pub mod health;
 pub mod rollout;

@@ -84,6 +84,9 @@ pub struct BatchCounters {
     pub batches: Counter,
     /// Signatures verified in them.
     pub signatures: Counter,
+    /// CPU seconds the verifying thread spent in them (its own clock, so time the thread
+    /// was not running is not counted).
+    pub cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
 }
 
 /// The mirror feed's work: its syncs, the clusters they read and the time they took
@@ -238,6 +241,12 @@ impl Metrics {
             "batched_signatures",
             "Heartbeat signatures verified in batches; over signature_batches, the mean batch size",
             m.signature_batches.signatures.clone(),
+        );
+        r.register(
+            "signature_batch_cpu_seconds",
+            "CPU seconds spent verifying signature batches (the verifying thread's clock); \
+             over batched_signatures, what a signature costs in the hub",
+            m.signature_batches.cpu_seconds.clone(),
         );
         r.register(
             "mirror_feed_syncs",

@@ -415,11 +415,14 @@ async fn print_hub_metrics(
     );
     let batches = histogram::counter(&text, "fleetpulse_hub_signature_batches_total", "");
     let signatures = histogram::counter(&text, "fleetpulse_hub_batched_signatures_total", "");
+    let batch_cpu = histogram::value(&text, "fleetpulse_hub_signature_batch_cpu_seconds_total");
     if batches > 0 {
         println!(
-            "signature batches: {signatures} signatures in {batches} batches, {:.1} a batch \
-             (the whole run, warm-up included)",
-            signatures as f64 / batches as f64
+            "signature batches: {signatures} signatures in {batches} batches, {:.1} a batch, \
+             hub_sig_us={:.2} (by the verifying thread's CPU clock; the whole run, warm-up \
+             included)",
+            signatures as f64 / batches as f64,
+            batch_cpu.unwrap_or(f64::NAN) * 1e6 / signatures.max(1) as f64,
         );
     }
 }

@@ -92,12 +92,16 @@ const HEADER_B64_MAX: usize = MAX_HEADER_BYTES * 4 / 3 + 4;
 /// Splits a compact JWS, decodes and checks its header and signature bytes. Cheap: no
 /// cryptography and no payload decoding.
 pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>, JwsError> {
-    let mut parts = compact.split('.');
-    let (Some(h), Some(p), Some(s), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    // memchr finds the dots with SIMD: a report's JWS is a few kilobytes.
+    let mut dots = memchr::memchr_iter(b'.', compact.as_bytes());
+    let (Some(first), Some(second), None) = (dots.next(), dots.next(), dots.next()) else {
         return Err(JwsError::Malformed("expected three '.'-separated parts"));
     };
+    let (h, p, s) = (
+        &compact[..first],
+        &compact[first + 1..second],
+        &compact[second + 1..],
+    );
     if h.len() > HEADER_B64_MAX {
         return Err(JwsError::Malformed("protected header too large"));
     }

@@ -16,6 +16,8 @@
 //! Pure: every input carries `now`. Messages name failing checks, not their changing
 //! details, so conditions change only on transitions (the hub writes O(transitions)).
 
+use std::fmt::Display;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
@@ -24,6 +26,7 @@ use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY, Status}
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
 use crate::core::detector::Reachability;
+use crate::core::digest;
 
 /// How many consecutive reports a new liveness verdict must hold before `Healthy` follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,9 +112,27 @@ pub struct Health {
     /// The status of `Reachable`, `Ready` and `Healthy`, typed: kept with `conditions` by
     /// [`Health::set`], the one place a condition changes, so reading one never parses.
     statuses: [Status; 3],
+    /// What each of them says, digested ([`digest::of_said`]): a heartbeat that repeats
+    /// them is told apart without reading the conditions' strings.
+    said: Said,
     cluster_uid: Option<String>,
     /// The liveness verdict that differs from `Healthy`, and for how many reports it held.
     streak: Option<(bool, u32)>,
+}
+
+/// The digests of what `Reachable`, `Ready` and `Healthy` say and of the cluster UID last
+/// reported (`None`: not known yet, as after a restore). A cache of the conditions, not
+/// part of the health's value: two healths are equal whatever their caches hold.
+#[derive(Clone, Debug, Default)]
+struct Said {
+    conditions: [Option<u64>; 3],
+    cluster_uid: Option<u64>,
+}
+
+impl PartialEq for Said {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Health {
@@ -129,6 +150,7 @@ impl Health {
         let mut h = Health {
             conditions,
             statuses,
+            said: Said::default(),
             cluster_uid,
             streak: None,
         };
@@ -160,19 +182,26 @@ impl Health {
     }
 
     /// Sets one of the conditions ([`condition::set`]) and its typed status. Returns true
-    /// if anything changed.
+    /// if anything changed. A condition already saying `reason` and `message` with
+    /// `status` (by its digest) is left as it is without reading it.
     fn set(
         &mut self,
         type_: &'static str,
         status: Status,
         reason: &str,
-        message: &str,
+        message: impl Display,
         now: Timestamp,
     ) -> bool {
         let i = TYPES.iter().position(|t| *t == type_);
         let i = i.expect("health sets only Reachable, Ready and Healthy");
+        let said = digest::of_said(reason, &message);
+        if self.statuses[i] == status && self.said.conditions[i] == Some(said) {
+            return false;
+        }
         self.statuses[i] = status;
-        condition::set(&mut self.conditions, type_, status, reason, message, now)
+        self.said.conditions[i] = Some(said);
+        let message = message.to_string();
+        condition::set(&mut self.conditions, type_, status, reason, &message, now)
     }
 
     /// The reason of one condition.
@@ -208,7 +237,7 @@ impl Health {
             REACHABLE,
             Status::False,
             reason::HEARTBEAT_MISSED,
-            &message,
+            message,
             now,
         );
         self.set(
@@ -235,28 +264,10 @@ impl Health {
             REACHABLE,
             Status::True,
             reason::HEARTBEAT_RECEIVED,
-            &format!("the agent reports every {}s", report.interval_seconds),
+            format_args!("the agent reports every {}s", report.interval_seconds),
             now,
         );
-        let uid = &report.cluster_uid;
-        if let Some(known) = &self.cluster_uid
-            && !known.is_empty()
-            && !uid.is_empty()
-            && known != uid
-            && self.status(READY) == Status::True
-        {
-            changed |= self.set(
-                READY,
-                Status::False,
-                reason::CLUSTER_REPLACED,
-                &format!("cluster UID changed from {known} to {uid}; readiness is checked again"),
-                now,
-            );
-            self.streak = None;
-        }
-        if self.cluster_uid.as_deref() != Some(uid.as_str()) {
-            self.cluster_uid = Some(uid.clone());
-        }
+        changed |= self.watch_uid(&report.cluster_uid, now);
         if self.status(READY) != Status::True {
             changed |= match evidence {
                 Evidence::Current => self.judge_readiness(report, now),
@@ -264,6 +275,36 @@ impl Health {
             };
         }
         changed | self.judge_liveness(report, debounce, now)
+    }
+
+    /// Keeps the cluster UID reported; a different one from a ready cluster resets
+    /// `Ready`. The UID last reported (by digest) is passed over without reading the kept one.
+    fn watch_uid(&mut self, uid: &str, now: Timestamp) -> bool {
+        let said = digest::of(uid);
+        if self.said.cluster_uid == Some(said) {
+            return false;
+        }
+        let mut changed = false;
+        if let Some(known) = &self.cluster_uid
+            && !known.is_empty()
+            && !uid.is_empty()
+            && known != uid
+            && self.status(READY) == Status::True
+        {
+            changed = self.set(
+                READY,
+                Status::False,
+                reason::CLUSTER_REPLACED,
+                format!("cluster UID changed from {known} to {uid}; readiness is checked again"),
+                now,
+            );
+            self.streak = None;
+        }
+        if self.cluster_uid.as_deref() != Some(uid) {
+            self.cluster_uid = Some(uid.to_owned());
+        }
+        self.said.cluster_uid = Some(said);
+        changed
     }
 
     fn judge_readiness(&mut self, report: &HeartbeatReport, now: Timestamp) -> bool {
@@ -284,7 +325,7 @@ impl Health {
                 READY,
                 Status::False,
                 reason::READINESS_CHECKS_FAILING,
-                &message,
+                message,
                 now,
             )
         }
@@ -303,7 +344,7 @@ impl Health {
         } else {
             "waiting for the first run of the hub-side checks".to_owned()
         };
-        self.set(READY, Status::False, reason::AWAITING_CONFIG, &message, now)
+        self.set(READY, Status::False, reason::AWAITING_CONFIG, message, now)
     }
 
     fn judge_liveness(
@@ -367,7 +408,7 @@ impl Health {
             HEALTHY,
             Status::False,
             reason::LIVENESS_CHECKS_FAILING,
-            &message,
+            message,
             now,
         )
     }

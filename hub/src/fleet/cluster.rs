@@ -3,6 +3,7 @@
 //! store keeps (written on transitions).
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -14,6 +15,7 @@ use fleetpulse_common::protocol::replay::Position;
 use fleetpulse_common::protocol::report::HeartbeatReport;
 
 use crate::core::cluster::ClusterCore;
+use crate::core::digest;
 use crate::core::health::Health;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
@@ -55,6 +57,9 @@ pub struct ClusterState {
     pub(super) last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
     checks: Vec<CheckResult>,
+    /// Digest of what the last recorded report said of the agent and its checks
+    /// ([`Recorded`]; `None`: nothing recorded by this process yet).
+    recorded: Option<u64>,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
@@ -93,6 +98,7 @@ impl ClusterState {
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
             checks: status.checks,
+            recorded: None,
             extra,
             transitions: Default::default(),
             history: Default::default(),
@@ -140,8 +146,15 @@ impl ClusterState {
     }
 
     /// Records what an accepted report says for the read API (when, agent, check results).
+    /// A report that says what the last one did (by digest) changes nothing else, and is
+    /// told apart without reading the recorded strings.
     pub fn record_heartbeat(&mut self, kid: &str, report: &HeartbeatReport, wall: Timestamp) {
         self.last_heartbeat = Some(wall);
+        let recorded = digest::of(Recorded { kid, report });
+        if self.recorded == Some(recorded) {
+            return;
+        }
+        self.recorded = Some(recorded);
         let agent = self.agent.get_or_insert_with(AgentStatus::default);
         if agent.key_id != kid
             || agent.version != report.agent_version
@@ -240,6 +253,45 @@ impl ClusterState {
     }
 }
 
+/// What [`ClusterState::record_heartbeat`] keeps of a report, for its digest: the
+/// signing key, the agent's fields and every field of every check result.
+struct Recorded<'a> {
+    kid: &'a str,
+    report: &'a HeartbeatReport,
+}
+
+impl Hash for Recorded<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let report = self.report;
+        self.kid.hash(h);
+        report.agent_version.hash(h);
+        report.cluster_uid.hash(h);
+        report.incarnation.hash(h);
+        report.checks.len().hash(h);
+        for c in &report.checks {
+            // Exhaustive, so that a new field cannot be left out.
+            let CheckResult {
+                name,
+                kind,
+                phase,
+                passing,
+                message,
+                since,
+                consecutive_failures,
+                success_rate_percent,
+            } = c;
+            name.hash(h);
+            kind.hash(h);
+            phase.hash(h);
+            passing.hash(h);
+            message.hash(h);
+            since.as_ref().map(|t| t.0.as_nanosecond()).hash(h);
+            consecutive_failures.hash(h);
+            success_rate_percent.map(f64::to_bits).hash(h);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +351,30 @@ mod tests {
                 .collect();
             assert_eq!(recorded, expected);
         }
+    }
+
+    #[test]
+    fn a_repeated_report_is_recorded_once_and_a_changed_number_is_recorded() {
+        let now = Instant::now();
+        let wall = Timestamp::UNIX_EPOCH;
+        let mut state = ClusterState::restore(now, wall, None, HashMap::new());
+        let first = report(&[("a", false, "down"), ("b", true, "ok")]);
+        state.record_heartbeat("kid", &first, wall);
+        state.record_heartbeat("kid", &first, wall);
+        assert_eq!(state.checks(), &first.checks[..]);
+        assert_eq!(
+            state.history.check_changes().len(),
+            2,
+            "each check's first result, once"
+        );
+        let mut counted = first.clone();
+        counted.checks[0].consecutive_failures = 7;
+        counted.checks[1].since = Some(Time(Timestamp::from_second(60).unwrap()));
+        counted.checks[1].success_rate_percent = Some(99.5);
+        state.record_heartbeat("kid", &counted, wall);
+        assert_eq!(state.checks(), &counted.checks[..]);
+        assert_eq!(state.history.check_changes().len(), 2, "no result changed");
+        state.record_heartbeat("other-kid", &counted, wall);
+        assert_eq!(state.agent.as_ref().unwrap().key_id, "other-kid");
     }
 }

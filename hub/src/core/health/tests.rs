@@ -305,3 +305,27 @@ fn the_typed_statuses_always_say_what_the_conditions_say() {
     }
     assert!(seen.len() >= 4, "the steps reached few states: {seen:?}");
 }
+
+#[test]
+fn a_changed_interval_changes_the_reachable_message_once_and_a_repeat_changes_nothing() {
+    let mut h = Health::restore(vec![], None, t(0));
+    let every = |h: &Health| {
+        let c = condition::find(h.conditions(), REACHABLE).unwrap();
+        c.message.clone()
+    };
+    let mut r = report("u", vec![]);
+    h.report(&r, Evidence::Current, D, t(1));
+    h.report(&r, Evidence::Current, D, t(2));
+    assert_eq!(every(&h), "the agent reports every 10s");
+    r.interval_seconds = 30;
+    assert!(h.report(&r, Evidence::Current, D, t(3)));
+    assert_eq!(every(&h), "the agent reports every 30s");
+    assert!(!h.report(&r, Evidence::Current, D, t(4)));
+    // Restored conditions are compared in full once, then by digest.
+    let mut restored = Health::restore(h.conditions().to_vec(), Some("u".into()), t(5));
+    assert_eq!(restored, h);
+    assert!(!restored.report(&r, Evidence::Current, D, t(6)));
+    r.interval_seconds = 10;
+    assert!(restored.report(&r, Evidence::Current, D, t(7)));
+    assert_eq!(every(&restored), "the agent reports every 10s");
+}
