@@ -35,8 +35,8 @@ pub fn of_said(reason: &str, message: impl Display) -> u64 {
     };
     writer.hasher.write(reason.as_bytes());
     writer.hasher.write_u8(0xff);
-    // Writing to a hasher cannot fail; a Display that fails leaves a digest of what it
-    // wrote, which differs from the full text's, so the full path then compares.
+    // Writing to a hasher cannot fail, nor can the messages' `Display` (strings and
+    // `format_args!`).
     let _ = write!(writer, "{message}");
     writer.finish()
 }

@@ -168,40 +168,18 @@ impl ClusterState {
                 incarnation: report.incarnation,
             };
         }
-        // In place: a report usually repeats the last one's checks, so the names and
-        // messages are copied into the buffers they already have instead of reallocated.
-        self.checks.truncate(report.checks.len());
+        // Only a report that differs gets here (the digest passed over the rest), so the
+        // results are taken whole.
         for (i, c) in report.checks.iter().enumerate() {
-            let Some(status) = self.checks.get_mut(i) else {
-                self.history
-                    .check_changed(&c.name, c.passing, &c.message, wall);
-                self.checks.push(c.clone());
-                continue;
-            };
-            if status.passing != c.passing || status.message != c.message || status.name != c.name {
+            let kept = self.checks.get(i);
+            if kept.is_none_or(|k| {
+                k.passing != c.passing || k.message != c.message || k.name != c.name
+            }) {
                 self.history
                     .check_changed(&c.name, c.passing, &c.message, wall);
             }
-            // Exhaustive, so that a new field cannot be left stale.
-            let CheckResult {
-                name,
-                kind,
-                phase,
-                passing,
-                message,
-                since,
-                consecutive_failures,
-                success_rate_percent,
-            } = status;
-            name.clone_from(&c.name);
-            *kind = c.kind;
-            *phase = c.phase;
-            *passing = c.passing;
-            message.clone_from(&c.message);
-            since.clone_from(&c.since);
-            *consecutive_failures = c.consecutive_failures;
-            *success_rate_percent = c.success_rate_percent;
         }
+        self.checks.clone_from(&report.checks);
     }
 
     /// The checks the last report said failed a run (a check that has not run yet is not
