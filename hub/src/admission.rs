@@ -10,7 +10,9 @@
 //!    bound to the cluster in the URL, not revoked;
 //! 5. **signature**: verified with that key (in a batch of concurrent heartbeats, or
 //!    strictly one by one);
-//! 6. **parse**: the signed payload is a well-formed report or request;
+//! 6. **parse**: the signed payload is a well-formed report or request (a heartbeat's
+//!    check results are parsed only when their signed text differs from the last
+//!    accepted report's: the same text says the same, so the results kept are taken);
 //! 7. **audience**: addressed to this hub, about the cluster in the URL;
 //! 8. **freshness**: `iat`/`exp` within the window;
 //! 9. **replay** (heartbeats): above the last position accepted for the key, checked by
@@ -31,7 +33,7 @@ use axum::http::HeaderMap;
 use ed25519_dalek::VerifyingKey;
 
 use fleetpulse_common::protocol::replay::{self, Freshness};
-use fleetpulse_common::protocol::report::{ClusterId, ConfigRequest, HeartbeatReport};
+use fleetpulse_common::protocol::report::{ClusterId, ConfigRequest, HeartbeatReport, RawChecks};
 use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 
 pub use batch::{BatchSettings, BatchVerifier};
@@ -87,13 +89,15 @@ impl Admission {
             None => strict(&unverified, &key),
         };
         let payload = steps::signature(&unverified, verified)?;
-        let report: HeartbeatReport = steps::parse(&payload, "heartbeat report")?;
+        let signed: HeartbeatReport<RawChecks<'_>> = steps::parse(&payload, "heartbeat report")?;
+        let (report, signed_checks) = steps::checks(signed, &entry)?;
         steps::valid_report(&report)?;
         self.claims(&report, cluster)?;
         Ok(Admitted {
             entry,
             kid: unverified.into_kid(),
             claims: report,
+            signed_checks: Some(signed_checks),
         })
     }
 
@@ -116,6 +120,7 @@ impl Admission {
             entry,
             kid: unverified.into_kid(),
             claims: request,
+            signed_checks: None,
         })
     }
 

@@ -209,5 +209,6 @@ pub fn admitted(
         entry,
         kid: "kid".into(),
         claims: report,
+        signed_checks: None,
     }
 }

@@ -153,6 +153,7 @@ fn three_rounds_with_problems(
                 entry,
                 kid: "kid".into(),
                 claims: report,
+                signed_checks: None,
             };
             fleet.accept(&admitted, now, wall).unwrap();
         }

@@ -171,7 +171,12 @@ proptest! {
         prop_assert_eq!(fleet.status_writes(), 0);
 
         // The same seq, about the right cluster, is still accepted.
-        let admitted = Admitted { entry, kid: kid(&key_a), claims: report(&a, seq) };
+        let admitted = Admitted {
+            entry,
+            kid: kid(&key_a),
+            claims: report(&a, seq),
+            signed_checks: None,
+        };
         let answer = fleet
             .accept(&admitted, Instant::now(), Timestamp::now())
             .expect("a report about the URL's cluster is accepted");

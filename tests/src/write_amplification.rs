@@ -234,6 +234,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
                 entry,
                 kid: "kid".into(),
                 claims: report(id, (booted, step), wall, plan.interval),
+                signed_checks: None,
             };
             fleet
                 .accept(&admitted, now, wall)

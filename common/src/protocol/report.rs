@@ -54,10 +54,12 @@ impl std::fmt::Display for ClusterId {
     }
 }
 
-/// The signed heartbeat report (the JWS payload).
+/// The signed heartbeat report (the JWS payload). `C` is how its check results are held:
+/// parsed (the default), or as the signed text ([`RawChecks`]), for a reader that may
+/// already know them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HeartbeatReport {
+pub struct HeartbeatReport<C = Vec<CheckResult>> {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The hub's identity (its `--audience`), against replay on another hub.
@@ -83,7 +85,7 @@ pub struct HeartbeatReport {
     pub config_generation: u64,
     /// Check results.
     #[serde(default)]
-    pub checks: Vec<CheckResult>,
+    pub checks: C,
     /// Summary of the check results.
     pub summary: Summary,
 }
@@ -117,6 +119,69 @@ impl Summary {
                 .all(|c| c.passing),
             passing,
             failing: checks.len() as u32 - passing,
+        }
+    }
+}
+
+/// A report's check results as they were signed: the JSON text of `checks`, not yet
+/// parsed. Two reports whose texts are equal say the same of every check, so a reader
+/// that kept the results of the last text need not parse the next one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawChecks<'a>(Option<&'a serde_json::value::RawValue>);
+
+impl<'a> RawChecks<'a> {
+    /// The text (empty when the report had no `checks`).
+    pub fn text(&self) -> &'a str {
+        self.0.map_or("", |raw| raw.get())
+    }
+
+    /// The results the text says.
+    pub fn parse(&self) -> serde_json::Result<Vec<CheckResult>> {
+        self.0
+            .map_or(Ok(Vec::new()), |raw| serde_json::from_str(raw.get()))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawChecks<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Not `Option`: that would read `null` as no checks, where the parsed report
+        // refuses it.
+        <&'a serde_json::value::RawValue>::deserialize(d).map(|raw| Self(Some(raw)))
+    }
+}
+
+impl<C> HeartbeatReport<C> {
+    /// The same report with its check results held as `checks`.
+    pub fn with_checks<D>(self, checks: D) -> HeartbeatReport<D> {
+        let Self {
+            schema_version,
+            aud,
+            cluster,
+            cluster_uid,
+            agent_version,
+            incarnation,
+            seq,
+            iat,
+            exp,
+            interval_seconds,
+            config_generation,
+            checks: _,
+            summary,
+        } = self;
+        HeartbeatReport {
+            schema_version,
+            aud,
+            cluster,
+            cluster_uid,
+            agent_version,
+            incarnation,
+            seq,
+            iat,
+            exp,
+            interval_seconds,
+            config_generation,
+            checks,
+            summary,
         }
     }
 }
@@ -319,5 +384,26 @@ mod tests {
         let read: CheckResult = serde_json::from_value(sent).unwrap();
         let whole: Timestamp = "2026-12-03T19:22:59Z".parse().unwrap();
         assert_eq!(read.since, Some(Time(whole)));
+    }
+
+    #[test]
+    fn a_report_read_with_its_checks_as_text_is_the_report_once_they_are_parsed() {
+        let mut sent = report(1, 2);
+        sent.checks = vec![CheckResult {
+            name: "api \"server\"".into(),
+            kind: crate::api::CheckKind::Http,
+            phase: CheckPhase::Liveness,
+            passing: false,
+            message: "timed out\n".into(),
+            since: None,
+            consecutive_failures: 3,
+            success_rate_percent: Some(12.5),
+        }];
+        let json = serde_json::to_vec(&sent).unwrap();
+        let raw: HeartbeatReport<RawChecks<'_>> = serde_json::from_slice(&json).unwrap();
+        let text = raw.checks.text();
+        assert!(text.starts_with('[') && text.ends_with(']'), "{text}");
+        let checks = raw.checks.parse().unwrap();
+        assert_eq!(raw.with_checks(checks), sent);
     }
 }

@@ -8,13 +8,14 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
 use ed25519_dalek::VerifyingKey;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
-use fleetpulse_common::protocol::report::{ClusterId, HeartbeatReport};
+use fleetpulse_common::protocol::report::{CheckResult, ClusterId, HeartbeatReport, RawChecks};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, jws};
 
+use crate::core::digest;
 use crate::fleet::{ClusterEntry, EnrolledKeys, Registry};
 use crate::refusal::Refusal;
 
@@ -150,7 +151,7 @@ pub fn signature(unverified: &jws::Unverified<'_>, verified: bool) -> Result<Vec
 }
 
 /// Step 6: the signed payload is a `T` (`what`, for the message).
-pub fn parse<T: DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, Refusal> {
+pub fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8], what: &str) -> Result<T, Refusal> {
     serde_json::from_slice(payload).map_err(|e| {
         Refusal::new(
             RejectCode::MalformedReport,
@@ -159,9 +160,112 @@ pub fn parse<T: DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, Refus
     })
 }
 
+/// Step 6, for heartbeats: the check results `signed` carries as text, taken from what
+/// `entry` kept of the last accepted report when the text is the same (by its digest,
+/// returned too), else parsed.
+pub fn checks(
+    signed: HeartbeatReport<RawChecks<'_>>,
+    entry: &ClusterEntry,
+) -> Result<(HeartbeatReport, u64), Refusal> {
+    let raw = signed.checks;
+    let text = digest::of(raw.text());
+    let kept = entry.state.lock().agent_checks(text);
+    let checks: Vec<CheckResult> = match kept {
+        Some(checks) => checks,
+        None => raw.parse().map_err(|e| {
+            Refusal::new(
+                RejectCode::MalformedReport,
+                format!("signed payload is not a heartbeat report: checks: {e}"),
+            )
+        })?,
+    };
+    Ok((signed.with_checks(checks), text))
+}
+
 /// Step 6, for heartbeats: the report is within the protocol's limits.
 pub fn valid_report(report: &HeartbeatReport) -> Result<(), Refusal> {
     report
         .validate()
         .map_err(|e| Refusal::new(RejectCode::MalformedReport, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+    use std::time::Instant;
+
+    use crate::fleet::{Objects, Settings, shared};
+    use crate::testing;
+
+    fn signed(checks: &str) -> String {
+        let id = ClusterId::new("fleet", "a");
+        let report = serde_json::to_value(testing::report(&id).seq(1).build()).unwrap();
+        let mut report = report.as_object().unwrap().clone();
+        report.remove("checks");
+        let head = serde_json::to_string(&report).unwrap();
+        match checks {
+            "" => head,
+            checks => format!("{},\"checks\":{checks}}}", &head[..head.len() - 1]),
+        }
+    }
+
+    fn entry() -> Arc<ClusterEntry> {
+        let fleet = testing::fleet_in_memory(Settings::default());
+        let objects = Objects {
+            member_clusters: shared(vec![testing::cluster("fleet/a").build()]),
+            ..Default::default()
+        };
+        fleet.reload(objects, Instant::now(), Timestamp::now());
+        let id = ClusterId::new("fleet", "a");
+        fleet.registry().cluster(&id).unwrap().clone()
+    }
+
+    fn checks_of(payload: &str, entry: &ClusterEntry) -> Result<Vec<CheckResult>, Refusal> {
+        let signed: HeartbeatReport<RawChecks<'_>> = parse(payload.as_bytes(), "report")?;
+        checks(signed, entry).map(|(report, _)| report.checks)
+    }
+
+    const ONE: &str = r#"[{"name":"nodes","kind":"readyNodes","phase":"readiness","passing":true,"message":"3 of 3"}]"#;
+
+    #[test]
+    fn check_results_signed_as_the_last_accepted_text_are_the_kept_ones() {
+        let entry = entry();
+        let parsed = checks_of(&signed(ONE), &entry).unwrap();
+        assert_eq!(parsed[0].message, "3 of 3");
+        // What the hub kept for that text says something else, so taking it shows that
+        // the text was not parsed again.
+        let mut kept = parsed.clone();
+        kept[0].message = "as kept".into();
+        let report = testing::report(&entry.id).checks(kept).build();
+        let mut state = entry.state.lock();
+        state.record_heartbeat("kid", &report, Timestamp::now());
+        state.recorded_agent_checks(Some(digest::of(ONE)), 1);
+        drop(state);
+        assert_eq!(
+            checks_of(&signed(ONE), &entry).unwrap()[0].message,
+            "as kept"
+        );
+        let other = ONE.replace("3 of 3", "2 of 3");
+        assert_eq!(
+            checks_of(&signed(&other), &entry).unwrap()[0].message,
+            "2 of 3"
+        );
+    }
+
+    #[test]
+    fn check_results_absent_are_none_and_null_or_malformed_are_refused() {
+        let entry = entry();
+        assert_eq!(checks_of(&signed(""), &entry).unwrap(), []);
+        for bad in ["null", r#"[{"name":"nodes"}]"#, "{}"] {
+            let refusal = checks_of(&signed(bad), &entry).unwrap_err();
+            assert_eq!(refusal.0.code, RejectCode::MalformedReport, "{bad}");
+        }
+        let refusal = checks_of(&signed(r#"[{"name":1}]"#), &entry).unwrap_err();
+        assert!(
+            refusal.0.message.contains("checks: invalid type"),
+            "{:?}",
+            refusal.0
+        );
+    }
 }

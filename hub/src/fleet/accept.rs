@@ -29,6 +29,11 @@ pub struct Admitted<T> {
     pub kid: String,
     /// The verified, parsed payload.
     pub claims: T,
+    /// A heartbeat's: the digest of the signed text of its check results, remembered with
+    /// them once the report is accepted, so that admission can take the next report
+    /// signing the same text without parsing it ([`ClusterState::agent_checks`]); `None`
+    /// when not known (nothing is remembered then).
+    pub signed_checks: Option<u64>,
 }
 
 impl Fleet {
@@ -45,6 +50,7 @@ impl Fleet {
             entry,
             kid,
             claims: report,
+            signed_checks,
         } = admitted;
         let kid = kid.as_str();
         let mut state = entry.state.lock();
@@ -82,6 +88,7 @@ impl Fleet {
         let previous = state.last_heartbeat;
         (state.history).heard(previous, wall, entry.object.spec.heartbeat.interval_seconds);
         state.record_heartbeat(kid, report, wall);
+        state.recorded_agent_checks(*signed_checks, admitted.claims.checks.len());
         let changed = accepted.health_changed
             | self.watch_sharing(&mut state, kid, accepted.shared_key, wall);
         let answer = HeartbeatAnswer {

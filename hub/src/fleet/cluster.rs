@@ -60,6 +60,9 @@ pub struct ClusterState {
     /// Digest of what the last recorded report said of the agent and its checks
     /// ([`Recorded`]; `None`: nothing recorded by this process yet).
     recorded: Option<u64>,
+    /// Digest of the signed text of the agent's check results in the last recorded report,
+    /// and how many of [`Self::checks`] they are (the rest are the hub-side checks').
+    agent_checks: Option<(u64, usize)>,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
@@ -99,6 +102,7 @@ impl ClusterState {
             agent: status.agent,
             checks: status.checks,
             recorded: None,
+            agent_checks: None,
             extra,
             transitions: Default::default(),
             history: Default::default(),
@@ -180,6 +184,22 @@ impl ClusterState {
             }
         }
         self.checks.clone_from(&report.checks);
+    }
+
+    /// Remembers that the report just recorded carried `len` check results of the agent's,
+    /// signed as a text of digest `raw` ([`fleetpulse_common::protocol::report::RawChecks`];
+    /// `None`: not known, and what was remembered is forgotten).
+    pub fn recorded_agent_checks(&mut self, raw: Option<u64>, len: usize) {
+        self.agent_checks = raw.map(|raw| (raw, len));
+    }
+
+    /// The agent's check results of the last recorded report, if their signed text had the
+    /// digest `raw`: what a report signing the same text says, without parsing it again.
+    pub fn agent_checks(&self, raw: u64) -> Option<Vec<CheckResult>> {
+        match self.agent_checks {
+            Some((kept, len)) if kept == raw => self.checks.get(..len).map(<[_]>::to_vec),
+            _ => None,
+        }
     }
 
     /// The checks the last report said failed a run (a check that has not run yet is not
@@ -354,5 +374,26 @@ mod tests {
         assert_eq!(state.history.check_changes().len(), 2, "no result changed");
         state.record_heartbeat("other-kid", &counted, wall);
         assert_eq!(state.agent.as_ref().unwrap().key_id, "other-kid");
+    }
+
+    #[test]
+    fn the_agents_checks_are_handed_back_only_for_the_text_they_were_recorded_with() {
+        let (now, wall) = (Instant::now(), Timestamp::UNIX_EPOCH);
+        let mut state = ClusterState::restore(now, wall, None, HashMap::new());
+        assert_eq!(state.agent_checks(7), None, "nothing recorded yet");
+        // Two of the agent's, then one of the hub's appended to the report as recorded.
+        let merged = report(&[("a", true, "ok"), ("b", false, "down"), ("hub", true, "")]);
+        state.record_heartbeat("kid", &merged, wall);
+        state.recorded_agent_checks(Some(7), 2);
+        assert_eq!(state.agent_checks(7).as_deref(), Some(&merged.checks[..2]));
+        assert_eq!(state.agent_checks(8), None, "another text");
+        let next = report(&[("a", false, "changed")]);
+        state.record_heartbeat("kid", &next, wall);
+        state.recorded_agent_checks(None, 1);
+        assert_eq!(
+            state.agent_checks(7),
+            None,
+            "forgotten with the results they were"
+        );
     }
 }
