@@ -358,6 +358,7 @@ pub async fn run(args: Args, count: Option<allocs::CountAllocations>) -> anyhow:
         healthz: &healthz,
         keys: &clusters.iter().map(|c| c.key.clone()).collect::<Vec<_>>(),
         probe: &probe,
+        hub_cpus: args.hub_cpus.as_deref(),
     };
     let timed = stack::Timed {
         schedule,

@@ -1,7 +1,8 @@
 //! A heartbeat against the floor of its stack, in one run ([`super::stats::Stack`]): after
 //! the run's timed heartbeat phase, each sitting sends `GET /healthz` on the same schedule
-//! and connections (the floor), times one signature in a batch of 32 on the generator's
-//! own core, and, until the last sitting, runs another heartbeat phase with the reports
+//! and connections (the floor), times one signature in a batch of 32 alone (on the hub's
+//! cores when the hub is pinned, as the floor and the heartbeat are measured there, and on
+//! the generator's own core beside it), and, until the last sitting, runs another heartbeat phase with the reports
 //! that follow. Alternating, so that a host whose speed drifts over the minutes of a run
 //! (these do, by more than the gains measured) moves every figure alike.
 
@@ -29,6 +30,8 @@ pub struct Phases<'a> {
     pub keys: &'a [SigningKey],
     /// Samples the hub's process.
     pub probe: &'a dyn Fn() -> Option<ProcSample>,
+    /// The CPUs the hub is pinned to (`--hub-cpus`), if it is.
+    pub hub_cpus: Option<&'a str>,
 }
 
 /// The run's timed heartbeat phase, the first of the heartbeat phases.
@@ -75,7 +78,7 @@ pub async fn measure(
     let keys = &p.keys[..n];
     let mut refused = Refused::default();
     let mut hb = vec![per_request(timed.first)];
-    let (mut floor, mut batch) = (Vec::new(), Vec::new());
+    let (mut floor, mut batch, mut batch_here) = (Vec::new(), Vec::new(), Vec::new());
     println!("stack: sitting 1 hb_us={:.2}", hb[0]);
     for sitting in 0..sittings {
         let phase = |floor: bool, offset: usize| Schedule {
@@ -96,14 +99,18 @@ pub async fn measure(
         .await?;
         count(&mut refused, &driven);
         floor.push(per_request(&driven));
-        let signature = tokio::task::block_in_place(|| {
-            verify::batch_only(keys, &inputs, Duration::from_secs(2))
-        })?;
+        let (signature, here) = tokio::task::block_in_place(|| signature_alone(p, keys, &inputs))?;
         batch.push(signature);
+        batch_here.push(here);
         println!(
-            "stack: sitting {} floor_us={:.2} batch_sig_us={signature:.2}",
+            "stack: sitting {} floor_us={:.2} batch_sig_us={signature:.2} ({}; on the load \
+             generator's core {here:.2})",
             sitting + 1,
-            floor[sitting]
+            floor[sitting],
+            p.hub_cpus
+                .map_or("the hub is not pinned".to_owned(), |c| format!(
+                    "on the hub's CPUs {c}"
+                )),
         );
         if sitting + 1 == sittings {
             break;
@@ -131,7 +138,33 @@ pub async fn measure(
         batch_sig_us: mean(&batch),
         hb_us: mean(&hb),
     };
+    let here = Stack {
+        batch_sig_us: mean(&batch_here),
+        ..stack
+    };
+    println!(
+        "stack: with the signature alone timed on the load generator's core instead: \
+         batch_sig_us={:.2} stack_ratio={:.3}",
+        here.batch_sig_us,
+        here.ratio()
+    );
     Ok((stack, refused))
+}
+
+/// One signature in a batch of 32 alone: on the hub's CPUs when it is pinned (else on the
+/// generator's core), and on the generator's core.
+fn signature_alone(
+    p: &Phases<'_>,
+    keys: &[SigningKey],
+    inputs: &[&[u8]],
+) -> anyhow::Result<(f64, f64)> {
+    let wall = Duration::from_secs(2);
+    let here = verify::batch_only(keys, inputs, wall)?;
+    let there = match p.hub_cpus {
+        Some(cpus) => verify::batch_only_on(cpus, keys, inputs, wall)?,
+        None => here,
+    };
+    Ok((there, here))
 }
 
 fn count(refused: &mut Refused, d: &Driven) {

@@ -79,8 +79,9 @@ pub enum Outcome {
 /// in phases that alternate: the hub's CPU per heartbeat (`hb_us`, the mean of the
 /// heartbeat phases), per HTTPS request that does nothing (`floor_us`, `GET /healthz` on
 /// the same schedule and connections, the mean of the floor phases), and one signature in
-/// a batch of 32 alone (`batch_sig_us`, on the load generator's own core, the mean of its
-/// measurements). `stack_ratio = hb_us / (floor_us + batch_sig_us)`: 1.0 would be a
+/// a batch of 32 alone (`batch_sig_us`, the mean of its measurements, on the hub's CPUs
+/// when the hub is pinned, where the other two are measured, else on the load generator's
+/// own core). `stack_ratio = hb_us / (floor_us + batch_sig_us)`: 1.0 would be a
 /// heartbeat costing the hub nothing but its request and its signature.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stack {
