@@ -30,7 +30,7 @@ fn keygen_writes_a_key_whose_printed_public_half_parses() {
     let parsed = fleetpulse_common::protocol::keys::parse_public_key(public).unwrap();
     let pem = std::fs::read_to_string(&key).unwrap();
     let signing = fleetpulse_common::protocol::keys::from_pem(&pem).unwrap();
-    assert_eq!(signing.verifying_key(), parsed);
+    assert_eq!(signing.verifying_key(), *parsed);
 }
 
 #[test]

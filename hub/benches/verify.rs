@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signature, Signer, SigningKey};
 
 use fleetpulse_common::protocol::jws::batch::{Item, verify_many};
-use fleetpulse_common::protocol::keys;
+use fleetpulse_common::protocol::keys::{self, StrongKey};
 
 /// CPU time this thread has run, in nanoseconds.
 fn thread_cpu_ns() -> u64 {
@@ -51,12 +51,12 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .map_or(Duration::from_secs(1), Duration::from_secs_f64);
-    let signed: Vec<(Vec<u8>, Signature, VerifyingKey)> = (0..256)
+    let signed: Vec<(Vec<u8>, Signature, StrongKey)> = (0..256)
         .map(|i| {
             let key: SigningKey = keys::generate();
             let message = format!("eyJhbGciOiJFZERTQSJ9.{i:04}{}", "A".repeat(1645)).into_bytes();
             let signature = key.sign(&message);
-            (message, signature, key.verifying_key())
+            (message, signature, StrongKey::of(&key))
         })
         .collect();
     let (m, s, k) = &signed[0];

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::VerifyingKey;
+use fleetpulse_common::protocol::keys::StrongKey;
 use parking_lot::{Mutex, RwLock};
 
 use fleetpulse_common::api::condition::Status;
@@ -210,7 +210,7 @@ impl crate::fleet::EnrolledKeys for Enrolment {
             .is_some_and(|s| s.rotation_requested)
     }
 
-    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>> {
+    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<StrongKey, Rejection>> {
         self.refresh_if_changed();
         let cache = self.cache.read().clone();
         let owner = cache.owner.get(kid)?;

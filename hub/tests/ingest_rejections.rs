@@ -36,6 +36,7 @@ use fleetpulse_common::protocol::{
     jws,
 };
 use fleetpulse_hub::admission::Admission;
+use fleetpulse_hub::core::digest;
 use fleetpulse_hub::fleet::{Fleet, Objects, Settings, shared};
 use fleetpulse_hub::ingest::{self, AppState};
 use fleetpulse_hub::server::standby;
@@ -269,7 +270,13 @@ impl Fixture {
 
     /// Sends the valid report `seq` for fleet/a and asserts it is accepted.
     async fn accept(&mut self, seq: u64) -> HeartbeatAnswer {
-        let reply = self.heartbeat(self.signed(seq)).await;
+        self.accept_report(&self.report(seq)).await
+    }
+
+    /// Sends `report`, signed with key A, and asserts it is accepted.
+    async fn accept_report(&mut self, report: &HeartbeatReport) -> HeartbeatAnswer {
+        let seq = report.seq;
+        let reply = self.heartbeat(self.sign(&self.key_a, report)).await;
         assert_eq!(
             reply.status,
             StatusCode::OK,
@@ -444,6 +451,47 @@ async fn steady_state_heartbeats_do_not_write_status() {
     assert_eq!(
         checks[1].message, "answered in 12ms",
         "live status is still current"
+    );
+}
+
+#[tokio::test]
+async fn a_report_signing_the_last_ones_checks_text_is_given_the_kept_results() {
+    let mut fx = Fixture::new();
+    // Reports whose check results say the same, as most of a steady fleet's do.
+    let steady = |fx: &Fixture, seq| {
+        let mut report = fx.report(seq);
+        report.checks[1].message = "answered in 4ms".into();
+        report.summary = Summary::of(&report.checks);
+        report
+    };
+    let kept = |fx: &Fixture, checks: &[CheckResult]| {
+        let text = serde_json::to_string(checks).unwrap();
+        let registry = fx.fleet.registry();
+        let a = registry.cluster(&fx.a).expect("fleet/a is loaded");
+        a.state.lock().agent_checks(digest::of(text.as_str()))
+    };
+    let first = steady(&fx, 1);
+    fx.accept_report(&first).await;
+    assert_eq!(
+        kept(&fx, &first.checks),
+        Some(first.checks.clone()),
+        "an accepted report's results are kept under the digest of their signed text"
+    );
+    fx.accept_report(&steady(&fx, 2)).await;
+    assert_eq!(kept(&fx, &first.checks), Some(first.checks.clone()));
+
+    let changed = fx.report(3);
+    fx.accept_report(&changed).await;
+    assert_eq!(
+        kept(&fx, &first.checks),
+        None,
+        "the old text's results are gone"
+    );
+    assert_eq!(kept(&fx, &changed.checks), Some(changed.checks.clone()));
+    assert_eq!(
+        fx.status_of_a().checks[1].message,
+        "answered in 3ms",
+        "a report with other results is parsed and shown"
     );
 }
 

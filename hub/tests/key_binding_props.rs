@@ -53,7 +53,7 @@ fn lookup(
 ) -> Result<
     (
         std::sync::Arc<fleetpulse_hub::fleet::ClusterEntry>,
-        ed25519_dalek::VerifyingKey,
+        fleetpulse_common::protocol::keys::StrongKey,
     ),
     ErrorBody,
 > {
@@ -117,12 +117,12 @@ proptest! {
 
         let (entry, key) = lookup(&fleet, &b, &kid(&key_b)).expect("B's own key works for B");
         prop_assert_eq!(&entry.id, &b);
-        prop_assert_eq!(key, key_b.verifying_key());
+        prop_assert_eq!(*key, key_b.verifying_key());
         match lookup(&fleet, &a, &kid(&key_a)) {
             Ok((entry, key)) => {
                 prop_assert!(!a_revoked);
                 prop_assert_eq!(&entry.id, &a);
-                prop_assert_eq!(key, key_a.verifying_key());
+                prop_assert_eq!(*key, key_a.verifying_key());
             }
             Err(err) => {
                 prop_assert!(a_revoked);

@@ -174,6 +174,23 @@ mod tests {
     }
 
     #[test]
+    fn a_weak_public_key_is_refused_naming_the_key_and_the_fix() {
+        let mut spec = MemberClusterSpec::default();
+        spec.agent.public_keys.push(crate::api::AgentPublicKey {
+            // The identity point: a valid encoding of a point of small order.
+            public_key: "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
+            revoked: false,
+        });
+        let e = spec.validate().unwrap_err();
+        assert_eq!(e.field, "spec.agent.publicKeys[0].publicKey");
+        assert!(
+            e.problem.contains("weak") && e.problem.contains("keygen"),
+            "{}",
+            e.problem
+        );
+    }
+
+    #[test]
     fn a_published_test_vector_key_is_refused_naming_the_key_and_the_fix() {
         let mut spec = MemberClusterSpec::default();
         spec.agent.public_keys.push(crate::api::AgentPublicKey {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::message::{Context, RotationRequest, refuse};
 use crate::protocol::errors::RejectCode;
-use crate::protocol::keys::{self, KeyId};
+use crate::protocol::keys::{self, KeyId, StrongKey};
 use crate::protocol::replay::Rejection;
 use crate::protocol::report::ClusterId;
 
@@ -55,7 +55,7 @@ pub struct EnrolledKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Accept reports signed with this key.
-    Accept(VerifyingKey),
+    Accept(StrongKey),
     /// Registered but not approved.
     Pending,
     /// Replaced: its overlap ended.
@@ -339,6 +339,6 @@ impl KeySet {
     }
 }
 
-fn parse(k: &EnrolledKey) -> Option<VerifyingKey> {
+fn parse(k: &EnrolledKey) -> Option<StrongKey> {
     keys::parse_public_key(&k.public_key).ok()
 }

@@ -212,7 +212,9 @@ fn verify_jws(compact: &str, typ: &str, key: &VerifyingKey) -> Result<Vec<u8>, R
 }
 
 fn parse_key(s: &str) -> Result<VerifyingKey, Rejection> {
-    keys::parse_public_key(s).map_err(|e| refuse(RejectCode::MalformedEnrolment, e.to_string()))
+    keys::parse_public_key(s)
+        .map(|key| *key)
+        .map_err(|e| refuse(RejectCode::MalformedEnrolment, e.to_string()))
 }
 
 impl RegistrationRequest {

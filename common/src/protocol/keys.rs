@@ -32,9 +32,47 @@ pub enum KeyError {
     /// The bytes are not a valid Ed25519 point.
     #[error("public key {0:?} is not a valid Ed25519 public key")]
     PublicKeyPoint(String),
+    /// The point is of small order: signatures anyone can make verify with it.
+    #[error(
+        "public key {0:?} is a weak (small-order) Ed25519 key, with which anyone could sign; \
+         generate a key with `fleetpulse-agent keygen` and use its public key"
+    )]
+    WeakPublicKey(String),
     /// The private key PEM could not be parsed.
     #[error("private key is not an Ed25519 PKCS#8 PEM ('BEGIN PRIVATE KEY'): {0}")]
     PrivateKey(String),
+}
+
+/// An Ed25519 public key that is not weak (of small order), checked once, when it was
+/// made: with a weak key, signatures anyone can make verify, so no key fleetpulse trusts
+/// is one. [`super::jws::batch::verify_many`] takes only these, so a batch need not check
+/// each signature's key again. Derefs to the [`VerifyingKey`] it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrongKey(VerifyingKey);
+
+impl StrongKey {
+    /// `key`, unless it is weak.
+    pub fn new(key: VerifyingKey) -> Result<Self, KeyError> {
+        if key.is_weak() {
+            return Err(KeyError::WeakPublicKey(public_key_string(&key)));
+        }
+        Ok(Self(key))
+    }
+
+    /// The public half of `key`.
+    pub fn of(key: &SigningKey) -> Self {
+        // The public half is the private scalar (clamped: a multiple of 8 below 2^255, so
+        // never a multiple of the group order) times the base point: of prime order.
+        Self::new(key.verifying_key()).expect("a key made from a private key is not weak")
+    }
+}
+
+impl std::ops::Deref for StrongKey {
+    type Target = VerifyingKey;
+
+    fn deref(&self) -> &VerifyingKey {
+        &self.0
+    }
 }
 
 /// A key id: the RFC 7638 thumbprint (SHA-256, base64url) of the key's JWK.
@@ -74,15 +112,17 @@ pub fn public_key_string(key: &VerifyingKey) -> String {
     URL_SAFE_NO_PAD.encode(key.as_bytes())
 }
 
-/// Parses the `spec.agent.publicKeys[].publicKey` form.
-pub fn parse_public_key(s: &str) -> Result<VerifyingKey, KeyError> {
+/// Parses the `spec.agent.publicKeys[].publicKey` form, refusing a weak key.
+pub fn parse_public_key(s: &str) -> Result<StrongKey, KeyError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(s.trim())
         .map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
     let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|_| KeyError::PublicKeyEncoding(s.to_owned()))?;
-    VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::PublicKeyPoint(s.to_owned()))
+    let key =
+        VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::PublicKeyPoint(s.to_owned()))?;
+    StrongKey::new(key)
 }
 
 /// Encodes a private key as PKCS#8 PEM.
@@ -108,7 +148,8 @@ mod tests {
         assert_eq!(back.to_bytes(), key.to_bytes());
         let public = public_key_string(&key.verifying_key());
         assert_eq!(public.len(), 43);
-        assert_eq!(parse_public_key(&public).unwrap(), key.verifying_key());
+        assert_eq!(*parse_public_key(&public).unwrap(), key.verifying_key());
+        assert_eq!(StrongKey::of(&key), parse_public_key(&public).unwrap());
     }
 
     #[test]
@@ -126,5 +167,25 @@ mod tests {
         assert!(parse_public_key("abc").is_err());
         assert!(parse_public_key(&"A".repeat(44)).is_err());
         assert!(from_pem("-----BEGIN PRIVATE KEY-----\nxx\n-----END PRIVATE KEY-----\n").is_err());
+    }
+
+    #[test]
+    fn weak_public_keys_are_refused_when_parsed() {
+        // The identity (y = 1) and the point of order 2 (y = -1, that is p - 1): valid
+        // encodings of points of small order.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let mut order_two = [0xffu8; 32];
+        order_two[0] = 0xec;
+        order_two[31] = 0x7f;
+        for bytes in [identity, order_two] {
+            let text = URL_SAFE_NO_PAD.encode(bytes);
+            let point = VerifyingKey::from_bytes(&bytes).expect("a valid point");
+            assert!(point.is_weak(), "{text}");
+            let err = parse_public_key(&text).unwrap_err();
+            assert!(matches!(err, KeyError::WeakPublicKey(_)), "{text}: {err}");
+            assert!(err.to_string().contains("fleetpulse-agent keygen"), "{err}");
+            assert!(StrongKey::new(point).is_err());
+        }
     }
 }

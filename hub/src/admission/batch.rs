@@ -23,11 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use ed25519_dalek::{Signature, VerifyingKey};
+use ed25519_dalek::Signature;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use fleetpulse_common::protocol::jws::batch::{Item, verify_many};
+use fleetpulse_common::protocol::keys::StrongKey;
 
 use crate::metrics::BatchCounters;
 
@@ -54,7 +55,7 @@ impl Default for BatchSettings {
 struct Job {
     message: Bytes,
     signature: Signature,
-    key: VerifyingKey,
+    key: StrongKey,
     done: oneshot::Sender<bool>,
 }
 
@@ -90,7 +91,7 @@ impl BatchVerifier {
         self: &Arc<Self>,
         message: Bytes,
         signature: Signature,
-        key: VerifyingKey,
+        key: StrongKey,
     ) -> bool {
         let (done, verdict) = oneshot::channel();
         let job = Job {
@@ -182,7 +183,7 @@ mod tests {
             let verifier = verifier.clone();
             async move {
                 verifier
-                    .verify(Bytes::from(sent), signature, key.verifying_key())
+                    .verify(Bytes::from(sent), signature, StrongKey::of(&key))
                     .await
             }
         });
@@ -191,11 +192,11 @@ mod tests {
         assert_eq!(verdicts, [true, true, false, true]);
     }
 
-    fn signed(text: &str) -> (Bytes, Signature, VerifyingKey) {
+    fn signed(text: &str) -> (Bytes, Signature, StrongKey) {
         let key = keys::generate();
         let message = text.as_bytes().to_vec();
         let signature = key.sign(&message);
-        (Bytes::from(message), signature, key.verifying_key())
+        (Bytes::from(message), signature, StrongKey::of(&key))
     }
 
     #[tokio::test(start_paused = true)]

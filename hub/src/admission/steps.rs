@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
-use ed25519_dalek::VerifyingKey;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Deserialize;
 
 use fleetpulse_common::protocol::errors::RejectCode;
+use fleetpulse_common::protocol::keys::StrongKey;
 use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
 use fleetpulse_common::protocol::report::{CheckResult, ClusterId, HeartbeatReport, RawChecks};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, jws};
@@ -98,7 +98,7 @@ pub fn key(
     enrolled: Option<&dyn EnrolledKeys>,
     cluster: &ClusterId,
     kid: &str,
-) -> Result<(Arc<ClusterEntry>, VerifyingKey), Refusal> {
+) -> Result<(Arc<ClusterEntry>, StrongKey), Refusal> {
     let Some(entry) = registry.cluster(cluster) else {
         return Err(Refusal::new(
             RejectCode::UnknownCluster,

@@ -4,16 +4,15 @@
 //! replicas share the fleet). The fleet holds them as trait objects, so it needs none of
 //! those modules.
 
-use ed25519_dalek::VerifyingKey;
-
 use fleetpulse_common::api::MirrorStatus;
+use fleetpulse_common::protocol::keys::StrongKey;
 use fleetpulse_common::protocol::replay::Rejection;
 use fleetpulse_common::protocol::report::ClusterId;
 
 /// Keys the heartbeat path accepts beyond `spec.agent.publicKeys`.
 pub trait EnrolledKeys: Send + Sync {
     /// `None` if `kid` is not enrolled; else the key to verify with, or why it is refused.
-    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<VerifyingKey, Rejection>>;
+    fn lookup(&self, cluster: &ClusterId, kid: &str) -> Option<Result<StrongKey, Rejection>>;
 
     /// Whether an operator asked for `cluster`'s key to be rotated (`fleetpulse-hub key
     /// rotate`), so the heartbeat answer tells its agent.

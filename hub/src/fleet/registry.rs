@@ -14,14 +14,13 @@ mod policies;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ed25519_dalek::VerifyingKey;
 use imbl::OrdMap;
 use k8s_openapi::jiff::Timestamp;
 use parking_lot::Mutex;
 
 use fleetpulse_common::api::{ClusterSet, HealthPolicy, MemberCluster, Set};
 use fleetpulse_common::checks::model::Check;
-use fleetpulse_common::protocol::keys::{self, KeyId};
+use fleetpulse_common::protocol::keys::{self, KeyId, StrongKey};
 use fleetpulse_common::protocol::report::{AgentConfig, CheckResult};
 
 use change::put;
@@ -81,7 +80,7 @@ pub struct ClusterEntry {
     /// The HealthPolicies that apply, each with the messages of its checks skipped here.
     policies: Vec<(String, Vec<String>)>,
     /// The keys this cluster lists, parsed once: key id, key, revoked.
-    keys: Box<[(String, VerifyingKey, bool)]>,
+    keys: Box<[(String, StrongKey, bool)]>,
     /// Runtime state, kept across changes.
     pub state: Arc<Mutex<ClusterState>>,
 }
@@ -104,7 +103,7 @@ pub struct KeyBinding {
     /// The owning cluster.
     pub cluster: ClusterId,
     /// The public key.
-    pub key: VerifyingKey,
+    pub key: StrongKey,
     /// Listed as revoked.
     pub revoked: bool,
 }
@@ -252,9 +251,7 @@ impl Registry {
         for listed in &object.spec.agent.public_keys {
             match keys::parse_public_key(&listed.public_key) {
                 Ok(key) => listed_keys.push((KeyId::of(&key).0, key, listed.revoked)),
-                Err(_) => {
-                    problems.push(format!("MemberCluster {id}: unreadable public key skipped"))
-                }
+                Err(e) => problems.push(format!("MemberCluster {id}: public key skipped: {e}")),
             }
         }
         let (hub_checks, hub_refused) = config::hub_checks(&derived, &id, now, problems);

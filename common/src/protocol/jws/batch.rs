@@ -5,8 +5,8 @@
 //!
 //! A batch checks one random linear combination of the signatures' equations. It refuses
 //! everything [`super::Unverified::verify`] refuses *from anyone but the key's holder*:
-//! - weak (small-order) public keys are refused one by one, before the batch (a weak key
-//!   would let anyone sign anything);
+//! - weak (small-order) public keys never reach a batch: [`Item`] takes a [`StrongKey`],
+//!   which was checked when it was made (a weak key would let anyone sign anything);
 //! - a non-canonical `S` fails the batch (dalek checks it as for a single signature);
 //! - a signature that does not verify at all fails the batch except with probability
 //!   2^-128 (the combination's coefficients are 128-bit and derived from every input).
@@ -26,6 +26,8 @@
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
+use crate::protocol::keys::StrongKey;
+
 /// One signature to check: the signed bytes, the signature and the public key.
 #[derive(Clone, Copy, Debug)]
 pub struct Item<'a> {
@@ -34,32 +36,21 @@ pub struct Item<'a> {
     /// The signature.
     pub signature: &'a Signature,
     /// The key it must verify with.
-    pub key: &'a VerifyingKey,
+    pub key: &'a StrongKey,
 }
 
 /// Verifies `items`, returning one verdict per item, in order: with one batch when there
 /// are two or more (see the module docs for what that changes), else with `verify_strict`.
 pub fn verify_many(items: &[Item<'_>]) -> Vec<bool> {
     let strict = |i: &Item<'_>| i.key.verify_strict(i.message, i.signature).is_ok();
-    // Weak keys never reach the batch; they are refused here, as verify_strict would.
-    let candidates: Vec<usize> = (0..items.len())
-        .filter(|&i| !items[i].key.is_weak())
-        .collect();
-    let mut verdicts = vec![false; items.len()];
-    if candidates.len() < 2 {
-        for &i in &candidates {
-            verdicts[i] = strict(&items[i]);
-        }
-        return verdicts;
+    if items.len() < 2 {
+        return items.iter().map(strict).collect();
     }
-    let messages: Vec<&[u8]> = candidates.iter().map(|&i| items[i].message).collect();
-    let signatures: Vec<Signature> = candidates.iter().map(|&i| *items[i].signature).collect();
-    let keys: Vec<VerifyingKey> = candidates.iter().map(|&i| *items[i].key).collect();
+    let messages: Vec<&[u8]> = items.iter().map(|i| i.message).collect();
+    let signatures: Vec<Signature> = items.iter().map(|i| *i.signature).collect();
+    let keys: Vec<VerifyingKey> = items.iter().map(|i| **i.key).collect();
     let batch_ok = ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_ok();
-    for &i in &candidates {
-        verdicts[i] = batch_ok || strict(&items[i]);
-    }
-    verdicts
+    items.iter().map(|i| batch_ok || strict(i)).collect()
 }
 
 #[cfg(test)]
@@ -68,18 +59,18 @@ mod tests {
     use crate::protocol::keys;
     use ed25519_dalek::Signer;
 
-    fn signed(n: usize) -> Vec<(Vec<u8>, Signature, VerifyingKey)> {
+    fn signed(n: usize) -> Vec<(Vec<u8>, Signature, StrongKey)> {
         (0..n)
             .map(|i| {
                 let key = keys::generate();
                 let message = format!("e30.report-{i}").into_bytes();
                 let signature = key.sign(&message);
-                (message, signature, key.verifying_key())
+                (message, signature, StrongKey::of(&key))
             })
             .collect()
     }
 
-    fn items(s: &[(Vec<u8>, Signature, VerifyingKey)]) -> Vec<Item<'_>> {
+    fn items(s: &[(Vec<u8>, Signature, StrongKey)]) -> Vec<Item<'_>> {
         s.iter()
             .map(|(message, signature, key)| Item {
                 message,
@@ -107,14 +98,9 @@ mod tests {
     }
 
     #[test]
-    fn a_weak_key_is_refused_before_the_batch() {
+    fn a_signature_by_another_key_fails_the_batch_and_only_its_own_verdict() {
         let mut s = signed(4);
-        // The identity point (encoded as y = 1) is a small-order key.
-        let mut identity = [0u8; 32];
-        identity[0] = 1;
-        let weak = VerifyingKey::from_bytes(&identity).unwrap();
-        assert!(weak.is_weak());
-        s[1].2 = weak;
+        s[1].2 = StrongKey::of(&keys::generate());
         assert_eq!(verify_many(&items(&s)), [true, false, true, true]);
     }
 }
