@@ -174,35 +174,25 @@ mod tests {
     }
 
     #[test]
-    fn a_weak_public_key_is_refused_naming_the_key_and_the_fix() {
-        let mut spec = MemberClusterSpec::default();
-        spec.agent.public_keys.push(crate::api::AgentPublicKey {
+    fn a_weak_or_published_key_is_refused_naming_the_key_and_the_fix() {
+        let cases = [
             // The identity point: a valid encoding of a point of small order.
-            public_key: "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
-            revoked: false,
-        });
-        let e = spec.validate().unwrap_err();
-        assert_eq!(e.field, "spec.agent.publicKeys[0].publicKey");
-        assert!(
-            e.problem.contains("weak") && e.problem.contains("keygen"),
-            "{}",
-            e.problem
-        );
-    }
-
-    #[test]
-    fn a_published_test_vector_key_is_refused_naming_the_key_and_the_fix() {
-        let mut spec = MemberClusterSpec::default();
-        spec.agent.public_keys.push(crate::api::AgentPublicKey {
-            public_key: keys::PUBLISHED_KEYS[0].into(),
-            revoked: false,
-        });
-        let e = spec.validate().unwrap_err();
-        assert_eq!(e.field, "spec.agent.publicKeys[0].publicKey");
-        assert!(
-            e.problem.contains("RFC 8037") && e.problem.contains("keygen"),
-            "{}",
-            e.problem
-        );
+            ("AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "weak"),
+            (keys::PUBLISHED_KEYS[0], "RFC 8037"),
+        ];
+        for (public_key, why) in cases {
+            let mut spec = MemberClusterSpec::default();
+            spec.agent.public_keys.push(crate::api::AgentPublicKey {
+                public_key: public_key.into(),
+                revoked: false,
+            });
+            let e = spec.validate().unwrap_err();
+            assert_eq!(e.field, "spec.agent.publicKeys[0].publicKey");
+            assert!(
+                e.problem.contains(why) && e.problem.contains("keygen"),
+                "{}",
+                e.problem
+            );
+        }
     }
 }
