@@ -38,6 +38,7 @@ use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 
 pub use batch::{BatchSettings, BatchVerifier};
 
+use crate::core::cluster::Report;
 use crate::fleet::{Admitted, EnrolledKeys, Registry};
 use crate::metrics::BatchCounters;
 use crate::refusal::Refusal;
@@ -74,7 +75,7 @@ impl Admission {
         cluster: &ClusterId,
         headers: &HeaderMap,
         body: Body,
-    ) -> Result<Admitted<HeartbeatReport>, Refusal> {
+    ) -> Result<Admitted<Report>, Refusal> {
         steps::declared_size(headers)?;
         steps::media_type(headers)?;
         let body = steps::read_body(body).await?;

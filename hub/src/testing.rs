@@ -23,6 +23,7 @@ use fleetpulse_common::protocol::report::{
 
 pub use memory_store::MemoryStore;
 
+use crate::core::cluster::Report;
 use crate::fleet::Admitted;
 use crate::fleet::{ClusterEntry, Fleet, Settings};
 use crate::store::StoreWriter;
@@ -193,7 +194,7 @@ impl ReportBuilder {
         self
     }
 
-    /// The report.
+    /// The report, as an agent sends it.
     pub fn build(self) -> HeartbeatReport {
         self.0
     }
@@ -201,14 +202,11 @@ impl ReportBuilder {
 
 /// `report` as if it had passed every admission step for `entry`, signed by key `kid`:
 /// what [`Fleet::accept`] takes.
-pub fn admitted(
-    entry: std::sync::Arc<ClusterEntry>,
-    report: HeartbeatReport,
-) -> Admitted<HeartbeatReport> {
+pub fn admitted(entry: std::sync::Arc<ClusterEntry>, report: HeartbeatReport) -> Admitted<Report> {
     Admitted {
         entry,
         kid: "kid".into(),
-        claims: report,
+        claims: report.into_shared(),
         signed_checks: None,
     }
 }

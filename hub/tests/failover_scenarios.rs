@@ -156,7 +156,7 @@ impl Hub for OnCore {
         let event = Event::Heartbeat {
             cluster: cluster.clone(),
             kid: "k".into(),
-            report: Box::new(report),
+            report: Box::new(report.into_shared()),
         };
         let effects = self.core.on(event, now, wall);
         assert!(
@@ -640,7 +640,7 @@ fn the_core_refuses_a_replayed_heartbeat_and_changes_nothing() {
     let event = Event::Heartbeat {
         cluster: sim.ids[0].clone(),
         kid: "k".into(),
-        report: Box::new(report),
+        report: Box::new(report.into_shared()),
     };
     let statuses = sim.hub.core.set_statuses().clone();
     let effects = sim.hub.core.on(event, at, wall);

@@ -152,7 +152,7 @@ fn three_rounds_with_problems(
             let admitted = Admitted {
                 entry,
                 kid: "kid".into(),
-                claims: report,
+                claims: report.into_shared(),
                 signed_checks: None,
             };
             fleet.accept(&admitted, now, wall).unwrap();

@@ -174,7 +174,7 @@ proptest! {
         let admitted = Admitted {
             entry,
             kid: kid(&key_a),
-            claims: report(&a, seq),
+            claims: report(&a, seq).into_shared(),
             signed_checks: None,
         };
         let answer = fleet

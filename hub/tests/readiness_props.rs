@@ -74,7 +74,7 @@ proptest! {
         for (i, s) in steps.iter().enumerate() {
             let now = t0 + k8s_openapi::jiff::SignedDuration::from_secs(i as i64 + 1);
             let evidence = Evidence::of(s.applied, s.wanted, s.hub_checks_ran);
-            health.report(&report(s, i as u64 + 1), evidence, Debounce::default(), now);
+            health.report(&report(s, i as u64 + 1).into_shared(), evidence, Debounce::default(), now);
             let current = s.applied >= s.wanted && s.hub_checks_ran;
             proved |= current && s.readiness_passing;
             prop_assert_eq!(

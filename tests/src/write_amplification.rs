@@ -233,7 +233,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
             let admitted = Admitted {
                 entry,
                 kid: "kid".into(),
-                claims: report(id, (booted, step), wall, plan.interval),
+                claims: report(id, (booted, step), wall, plan.interval).into_shared(),
                 signed_checks: None,
             };
             fleet

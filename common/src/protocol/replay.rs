@@ -65,10 +65,11 @@ pub trait Claims {
     const WHAT: &'static str;
 }
 
-/// Both signed agent requests carry the claims under the same field names.
+/// Both signed agent requests carry the claims under the same field names (a report
+/// however its check results are held).
 macro_rules! claims_of {
-    ($type:ty, $what:literal) => {
-        impl Claims for $type {
+    ($type:ty, $what:literal $(, $generic:ident)?) => {
+        impl$(<$generic>)? Claims for $type {
             fn aud(&self) -> &str {
                 &self.aud
             }
@@ -86,7 +87,7 @@ macro_rules! claims_of {
     };
 }
 
-claims_of!(HeartbeatReport, "report");
+claims_of!(HeartbeatReport<C>, "report", C);
 claims_of!(ConfigRequest, "request");
 
 /// Admits `report` for `cluster` on the hub named `audience` at `now_unix` (hub clock),

@@ -187,6 +187,14 @@ impl<C> HeartbeatReport<C> {
 }
 
 impl HeartbeatReport {
+    /// The same report with its check results behind an `Arc`, to be shared, not copied.
+    pub fn into_shared(mut self) -> HeartbeatReport<std::sync::Arc<[CheckResult]>> {
+        let checks = std::mem::take(&mut self.checks);
+        self.with_checks(checks.into())
+    }
+}
+
+impl<C: std::ops::Deref<Target = [CheckResult]>> HeartbeatReport<C> {
     /// Checks the schema version and the size limits; the error says which.
     pub fn validate(&self) -> Result<(), String> {
         if self.schema_version != SCHEMA_VERSION {

@@ -15,6 +15,7 @@ use fleetpulse_common::protocol::limits::MAX_BODY_BYTES;
 use fleetpulse_common::protocol::report::{CheckResult, ClusterId, HeartbeatReport, RawChecks};
 use fleetpulse_common::protocol::{AUTH_SCHEME, CONTENT_TYPE_JOSE, jws};
 
+use crate::core::cluster::Report;
 use crate::core::digest;
 use crate::fleet::{ClusterEntry, EnrolledKeys, Registry};
 use crate::refusal::Refusal;
@@ -99,6 +100,22 @@ pub fn key(
     cluster: &ClusterId,
     kid: &str,
 ) -> Result<(Arc<ClusterEntry>, StrongKey), Refusal> {
+    let binding = registry.key(kid);
+    // A listed key of this cluster (nearly every heartbeat): its binding holds the entry,
+    // so the cluster is not looked up as well.
+    if let Some(binding) = binding
+        && binding.entry.id == *cluster
+    {
+        if binding.revoked {
+            return Err(Refusal::new(
+                RejectCode::KeyRevoked,
+                format!(
+                    "key {kid} of MemberCluster {cluster} is revoked; give the agent a new key"
+                ),
+            ));
+        }
+        return Ok((binding.entry.clone(), binding.key));
+    }
     let Some(entry) = registry.cluster(cluster) else {
         return Err(Refusal::new(
             RejectCode::UnknownCluster,
@@ -107,34 +124,25 @@ pub fn key(
             ),
         ));
     };
-    let Some(binding) = registry.key(kid) else {
-        if let Some(found) = enrolled.and_then(|e| e.lookup(cluster, kid)) {
-            return found.map(|key| (entry.clone(), key)).map_err(Refusal::from);
-        }
-        return Err(Refusal::new(
-            RejectCode::UnknownKey,
-            format!(
-                "key {kid} is not in spec.agent.publicKeys of any MemberCluster; add the \
-                 agent's public key to MemberCluster {cluster}"
-            ),
-        ));
-    };
-    if binding.cluster != *cluster {
-        return Err(Refusal::new(
+    match binding {
+        Some(binding) => Err(Refusal::new(
             RejectCode::KeyNotForCluster,
             format!(
                 "key {kid} belongs to MemberCluster {}, not {cluster}",
-                binding.cluster
+                binding.entry.id
             ),
-        ));
+        )),
+        None => match enrolled.and_then(|e| e.lookup(cluster, kid)) {
+            Some(found) => found.map(|key| (entry.clone(), key)).map_err(Refusal::from),
+            None => Err(Refusal::new(
+                RejectCode::UnknownKey,
+                format!(
+                    "key {kid} is not in spec.agent.publicKeys of any MemberCluster; add the \
+                     agent's public key to MemberCluster {cluster}"
+                ),
+            )),
+        },
     }
-    if binding.revoked {
-        return Err(Refusal::new(
-            RejectCode::KeyRevoked,
-            format!("key {kid} of MemberCluster {cluster} is revoked; give the agent a new key"),
-        ));
-    }
-    Ok((entry.clone(), binding.key))
 }
 
 /// Step 5: whether the signature `verified`; returns the payload only if it did.
@@ -166,13 +174,13 @@ pub fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8], what: &str) -> Result<T,
 pub fn checks(
     signed: HeartbeatReport<RawChecks<'_>>,
     entry: &ClusterEntry,
-) -> Result<(HeartbeatReport, u64), Refusal> {
+) -> Result<(Report, u64), Refusal> {
     let raw = signed.checks;
     let text = digest::of(raw.text());
     let kept = entry.state.lock().agent_checks(text);
-    let checks: Vec<CheckResult> = match kept {
+    let checks: Arc<[CheckResult]> = match kept {
         Some(checks) => checks,
-        None => raw.parse().map_err(|e| {
+        None => raw.parse().map(Arc::from).map_err(|e| {
             Refusal::new(
                 RejectCode::MalformedReport,
                 format!("signed payload is not a heartbeat report: checks: {e}"),
@@ -183,7 +191,7 @@ pub fn checks(
 }
 
 /// Step 6, for heartbeats: the report is within the protocol's limits.
-pub fn valid_report(report: &HeartbeatReport) -> Result<(), Refusal> {
+pub fn valid_report(report: &Report) -> Result<(), Refusal> {
     report
         .validate()
         .map_err(|e| Refusal::new(RejectCode::MalformedReport, e))
@@ -221,7 +229,7 @@ mod tests {
         fleet.registry().cluster(&id).unwrap().clone()
     }
 
-    fn checks_of(payload: &str, entry: &ClusterEntry) -> Result<Vec<CheckResult>, Refusal> {
+    fn checks_of(payload: &str, entry: &ClusterEntry) -> Result<Arc<[CheckResult]>, Refusal> {
         let signed: HeartbeatReport<RawChecks<'_>> = parse(payload.as_bytes(), "report")?;
         checks(signed, entry).map(|(report, _)| report.checks)
     }
@@ -235,9 +243,12 @@ mod tests {
         assert_eq!(parsed[0].message, "3 of 3");
         // What the hub kept for that text says something else, so taking it shows that
         // the text was not parsed again.
-        let mut kept = parsed.clone();
+        let mut kept = parsed.to_vec();
         kept[0].message = "as kept".into();
-        let report = testing::report(&entry.id).checks(kept).build();
+        let report = testing::report(&entry.id)
+            .checks(kept)
+            .build()
+            .into_shared();
         let mut state = entry.state.lock();
         state.record_heartbeat("kid", &report, Timestamp::now());
         state.recorded_agent_checks(Some(digest::of(ONE)), 1);
@@ -256,7 +267,7 @@ mod tests {
     #[test]
     fn check_results_absent_are_none_and_null_or_malformed_are_refused() {
         let entry = entry();
-        assert_eq!(checks_of(&signed(""), &entry).unwrap(), []);
+        assert_eq!(checks_of(&signed(""), &entry).unwrap()[..], []);
         for bad in ["null", r#"[{"name":"nodes"}]"#, "{}"] {
             let refusal = checks_of(&signed(bad), &entry).unwrap_err();
             assert_eq!(refusal.0.code, RejectCode::MalformedReport, "{bad}");

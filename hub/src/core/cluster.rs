@@ -5,17 +5,22 @@
 //! records what a report says for the read API, and persists and publishes what changed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::api::HeartbeatSpec;
 use fleetpulse_common::protocol::replay::{self, Position, Rejection};
-use fleetpulse_common::protocol::report::HeartbeatReport;
+use fleetpulse_common::protocol::report::{CheckResult, HeartbeatReport};
 
 use super::detector::{Detector, Liveness, Reachability};
 use super::health::{Debounce, Evidence, Health};
 use super::shared_key::SharedKey;
+
+/// A heartbeat report as the hub holds it: its check results shared, not copied, with the
+/// cluster's state that records them and with the next report that signs the same text.
+pub type Report = HeartbeatReport<Arc<[CheckResult]>>;
 
 /// The decision state of one cluster.
 #[derive(Clone, Debug)]
@@ -37,7 +42,7 @@ pub struct Heartbeat<'a> {
     /// The key id it was signed with.
     pub kid: &'a str,
     /// The report (with any hub-side check results joined to the agent's).
-    pub report: &'a HeartbeatReport,
+    pub report: &'a Report,
     /// The config generation the hub serves the cluster.
     pub wanted_generation: u64,
     /// Whether every hub-side check of the cluster has a result.
@@ -102,15 +107,17 @@ impl ClusterCore {
             floor,
             debounce,
         } = heartbeat;
-        let last = self.positions.get(kid).copied();
+        // One lookup: the key's slot is read, then overwritten in place (no key-id
+        // allocation per heartbeat once a key is known).
+        let slot = self.positions.get_mut(kid);
+        let last = slot.as_deref().copied();
         let claimed = Position {
             incarnation: report.incarnation,
             seq: report.seq,
         };
         let position = replay::check_sequence(claimed, last)?;
         replay::check_floor(position, floor)?;
-        // Overwrite in place: no key-id allocation per heartbeat once a key is known.
-        match self.positions.get_mut(kid) {
+        match slot {
             Some(known) => *known = position,
             None => {
                 self.positions.insert(kid.to_owned(), position);

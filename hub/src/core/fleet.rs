@@ -29,10 +29,9 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::api::{MemberCluster, MemberClusterSpec, SetSpec};
 use fleetpulse_common::protocol::errors::RejectCode;
 use fleetpulse_common::protocol::replay::Rejection;
-use fleetpulse_common::protocol::report::HeartbeatReport;
 
 use super::brake::{BrakeSettings, BrakeState};
-use super::cluster::{ClusterCore, Heartbeat};
+use super::cluster::{ClusterCore, Heartbeat, Report};
 use super::health::{Debounce, Health};
 use super::sets::{self, SetSource};
 use crate::ids::{ClusterId, SetKey, cluster_id};
@@ -62,7 +61,7 @@ pub enum Event {
         /// The key id it was signed with.
         kid: String,
         /// The report.
-        report: Box<HeartbeatReport>,
+        report: Box<Report>,
     },
     /// The detector's tick: every cluster is judged, the brake observes the fleet, and a
     /// passed toleration deadline has the sets evaluated.
@@ -203,7 +202,7 @@ impl FleetCore {
         &mut self,
         cluster: ClusterId,
         kid: &str,
-        report: &HeartbeatReport,
+        report: &Report,
         now: Instant,
         wall: Timestamp,
         effects: &mut Vec<Effect>,

@@ -23,8 +23,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use fleetpulse_common::api::CheckPhase;
 use fleetpulse_common::api::condition::{self, HEALTHY, REACHABLE, READY, Status};
-use fleetpulse_common::protocol::report::HeartbeatReport;
 
+use crate::core::cluster::Report;
 use crate::core::detector::Reachability;
 use crate::core::digest;
 
@@ -255,7 +255,7 @@ impl Health {
     /// changed. Readiness is judged only on [`Evidence::Current`].
     pub fn report(
         &mut self,
-        report: &HeartbeatReport,
+        report: &Report,
         evidence: Evidence,
         debounce: Debounce,
         now: Timestamp,
@@ -307,7 +307,7 @@ impl Health {
         changed
     }
 
-    fn judge_readiness(&mut self, report: &HeartbeatReport, now: Timestamp) -> bool {
+    fn judge_readiness(&mut self, report: &Report, now: Timestamp) -> bool {
         let failing = failing_names(report, CheckPhase::Readiness);
         if failing.is_empty() {
             self.set(
@@ -347,12 +347,7 @@ impl Health {
         self.set(READY, Status::False, reason::AWAITING_CONFIG, message, now)
     }
 
-    fn judge_liveness(
-        &mut self,
-        report: &HeartbeatReport,
-        debounce: Debounce,
-        now: Timestamp,
-    ) -> bool {
+    fn judge_liveness(&mut self, report: &Report, debounce: Debounce, now: Timestamp) -> bool {
         if self.status(READY) != Status::True {
             self.streak = None;
             return self.set(
@@ -414,7 +409,7 @@ impl Health {
     }
 }
 
-fn failing_names(report: &HeartbeatReport, phase: CheckPhase) -> String {
+fn failing_names(report: &Report, phase: CheckPhase) -> String {
     let names: Vec<&str> = report
         .checks
         .iter()

@@ -9,14 +9,14 @@ use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 
-use fleetpulse_common::protocol::report::{HeartbeatAnswer, HeartbeatReport};
+use fleetpulse_common::protocol::report::HeartbeatAnswer;
 
 use fleetpulse_common::api::condition::Status;
 
 use super::ClusterEntry;
 use super::Fleet;
 use super::cluster::{ClusterState, SHARED_KEY};
-use crate::core::cluster::Heartbeat;
+use crate::core::cluster::{Heartbeat, Report};
 use crate::refusal::Refusal;
 
 /// A request that passed every step but the replay rule: its cluster, the key id that
@@ -42,7 +42,7 @@ impl Fleet {
     /// passed; persists status only if a condition changed.
     pub fn accept(
         &self,
-        admitted: &Admitted<HeartbeatReport>,
+        admitted: &Admitted<Report>,
         now: Instant,
         wall: Timestamp,
     ) -> Result<HeartbeatAnswer, Refusal> {
@@ -59,9 +59,8 @@ impl Fleet {
         let report = if state.hub_results.is_empty() {
             report
         } else {
-            let mut with_hub = report.clone();
-            with_hub.checks.extend(state.hub_results.iter().cloned());
-            merged = with_hub;
+            let checks = report.checks.iter().chain(&state.hub_results).cloned();
+            merged = report.clone().with_checks(checks.collect());
             &merged
         };
         let hub_checks_ran = entry

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -12,9 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use fleetpulse_common::api::condition::{self, Status};
 use fleetpulse_common::api::{AgentStatus, CheckResult, MemberClusterStatus};
 use fleetpulse_common::protocol::replay::Position;
-use fleetpulse_common::protocol::report::HeartbeatReport;
 
-use crate::core::cluster::ClusterCore;
+use crate::core::cluster::{ClusterCore, Report};
 use crate::core::digest;
 use crate::core::health::Health;
 
@@ -56,7 +56,8 @@ pub struct ClusterState {
     >,
     pub(super) last_heartbeat: Option<Timestamp>,
     agent: Option<AgentStatus>,
-    checks: Vec<CheckResult>,
+    /// Shared with the report they came from and with a next report signing the same text.
+    checks: Arc<[CheckResult]>,
     /// Digest of what the last recorded report said of the agent and its checks
     /// ([`Recorded`]; `None`: nothing recorded by this process yet).
     recorded: Option<u64>,
@@ -100,7 +101,7 @@ impl ClusterState {
             hub_trackers: Default::default(),
             last_heartbeat: status.last_heartbeat_time.map(|t| t.0),
             agent: status.agent,
-            checks: status.checks,
+            checks: status.checks.into(),
             recorded: None,
             agent_checks: None,
             extra,
@@ -152,7 +153,7 @@ impl ClusterState {
     /// Records what an accepted report says for the read API (when, agent, check results).
     /// A report that says what the last one did (by digest) changes nothing else, and is
     /// told apart without reading the recorded strings.
-    pub fn record_heartbeat(&mut self, kid: &str, report: &HeartbeatReport, wall: Timestamp) {
+    pub fn record_heartbeat(&mut self, kid: &str, report: &Report, wall: Timestamp) {
         self.last_heartbeat = Some(wall);
         let recorded = digest::of(Recorded { kid, report });
         if self.recorded == Some(recorded) {
@@ -173,7 +174,7 @@ impl ClusterState {
             };
         }
         // Only a report that differs gets here (the digest passed over the rest), so the
-        // results are taken whole.
+        // results are taken whole (shared with the report, not copied).
         for (i, c) in report.checks.iter().enumerate() {
             let kept = self.checks.get(i);
             if kept.is_none_or(|k| {
@@ -183,7 +184,7 @@ impl ClusterState {
                     .check_changed(&c.name, c.passing, &c.message, wall);
             }
         }
-        self.checks.clone_from(&report.checks);
+        self.checks = report.checks.clone();
     }
 
     /// Remembers that the report just recorded carried `len` check results of the agent's,
@@ -195,9 +196,13 @@ impl ClusterState {
 
     /// The agent's check results of the last recorded report, if their signed text had the
     /// digest `raw`: what a report signing the same text says, without parsing it again.
-    pub fn agent_checks(&self, raw: u64) -> Option<Vec<CheckResult>> {
+    /// Shared, not copied, unless hub-side results follow them in the record.
+    pub fn agent_checks(&self, raw: u64) -> Option<Arc<[CheckResult]>> {
         match self.agent_checks {
-            Some((kept, len)) if kept == raw => self.checks.get(..len).map(<[_]>::to_vec),
+            Some((kept, len)) if kept == raw && len == self.checks.len() => {
+                Some(self.checks.clone())
+            }
+            Some((kept, len)) if kept == raw => self.checks.get(..len).map(Arc::from),
             _ => None,
         }
     }
@@ -234,7 +239,7 @@ impl ClusterState {
                 .collect(),
             last_heartbeat_time: self.last_heartbeat.map(Time),
             agent: self.agent.clone(),
-            checks: self.checks.clone(),
+            checks: self.checks.to_vec(),
             config_generation: (self.config_generation > 0).then_some(self.config_generation),
             config_hash: (self.config_hash != 0).then(|| format!("{:016x}", self.config_hash)),
             observed_generation: None,
@@ -255,7 +260,7 @@ impl ClusterState {
 /// signing key, the agent's fields and every field of every check result.
 struct Recorded<'a> {
     kid: &'a str,
-    report: &'a HeartbeatReport,
+    report: &'a Report,
 }
 
 impl Hash for Recorded<'_> {
@@ -266,7 +271,7 @@ impl Hash for Recorded<'_> {
         report.cluster_uid.hash(h);
         report.incarnation.hash(h);
         report.checks.len().hash(h);
-        for c in &report.checks {
+        for c in report.checks.iter() {
             // Exhaustive, so that a new field cannot be left out.
             let CheckResult {
                 name,
@@ -296,7 +301,7 @@ mod tests {
     use fleetpulse_common::api::{CheckKind, CheckPhase};
     use fleetpulse_common::protocol::report::CheckResult;
 
-    fn report(checks: &[(&str, bool, &str)]) -> HeartbeatReport {
+    fn report(checks: &[(&str, bool, &str)]) -> Report {
         let checks = checks
             .iter()
             .map(|(name, passing, message)| CheckResult {
@@ -365,10 +370,11 @@ mod tests {
             2,
             "each check's first result, once"
         );
-        let mut counted = first.clone();
-        counted.checks[0].consecutive_failures = 7;
-        counted.checks[1].since = Some(Time(Timestamp::from_second(60).unwrap()));
-        counted.checks[1].success_rate_percent = Some(99.5);
+        let mut checks = first.checks.to_vec();
+        checks[0].consecutive_failures = 7;
+        checks[1].since = Some(Time(Timestamp::from_second(60).unwrap()));
+        checks[1].success_rate_percent = Some(99.5);
+        let counted = first.clone().with_checks(checks.into());
         state.record_heartbeat("kid", &counted, wall);
         assert_eq!(state.checks(), &counted.checks[..]);
         assert_eq!(state.history.check_changes().len(), 2, "no result changed");
@@ -395,5 +401,9 @@ mod tests {
             None,
             "forgotten with the results they were"
         );
+        // With no hub-side results after them, the report's own results are handed back.
+        state.recorded_agent_checks(Some(9), 1);
+        let kept = state.agent_checks(9).expect("recorded with text 9");
+        assert!(Arc::ptr_eq(&kept, &next.checks), "shared, not copied");
     }
 }

@@ -100,8 +100,9 @@ impl ClusterEntry {
 /// Which cluster a key belongs to.
 #[derive(Clone, Debug)]
 pub struct KeyBinding {
-    /// The owning cluster.
-    pub cluster: ClusterId,
+    /// The owning cluster's entry (the one this registry holds): the heartbeat path finds
+    /// the cluster and its key with this one lookup.
+    pub entry: Arc<ClusterEntry>,
     /// The public key.
     pub key: StrongKey,
     /// Listed as revoked.
@@ -218,9 +219,9 @@ impl Registry {
                 .get(&id)
                 .map(|e| e.state.clone())
                 .unwrap_or_else(|| state_for(&id));
-            let entry = next.entry(id.clone(), mc, state, now, &mut applied.problems);
+            let entry = Arc::new(next.entry(id.clone(), mc, state, now, &mut applied.problems));
             next.bind(&entry, &mut touched_policies, &mut applied.problems);
-            next.clusters.insert(Arc::new(entry));
+            next.clusters.insert(entry);
             applied.rebuilt.push(id);
         }
         for key in touched_policies {
@@ -270,18 +271,18 @@ impl Registry {
     /// Binds the entry's keys and counts it into its policies.
     fn bind(
         &mut self,
-        entry: &ClusterEntry,
+        entry: &Arc<ClusterEntry>,
         touched: &mut BTreeSet<PolicyKey>,
         problems: &mut Vec<String>,
     ) {
         for (kid, key, revoked) in &entry.keys {
             let binding = KeyBinding {
-                cluster: entry.id.clone(),
+                entry: entry.clone(),
                 key: *key,
                 revoked: *revoked,
             };
             let claimants = self.keys.entry(kid.clone()).or_default();
-            match claimants.binary_search_by(|c| c.cluster.cmp(&entry.id)) {
+            match claimants.binary_search_by(|c| c.entry.id.cmp(&entry.id)) {
                 Ok(at) => claimants[at] = binding,
                 Err(at) => {
                     // Exactly one more: a Vec's first push would make room for four.
@@ -290,9 +291,9 @@ impl Registry {
                 }
             }
             if claimants.len() > 1 {
-                let owner = &claimants[0].cluster;
+                let owner = &claimants[0].entry.id;
                 let ignored = if *owner == entry.id {
-                    &claimants[1].cluster
+                    &claimants[1].entry.id
                 } else {
                     &entry.id
                 };
@@ -316,7 +317,7 @@ impl Registry {
     fn unbind(&mut self, entry: &ClusterEntry, touched: &mut BTreeSet<PolicyKey>) {
         for (kid, _, _) in &entry.keys {
             if let Some(claimants) = self.keys.get_mut(kid) {
-                claimants.retain(|c| c.cluster != entry.id);
+                claimants.retain(|c| c.entry.id != entry.id);
                 if claimants.is_empty() {
                     self.keys.remove(kid);
                 }

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use fleetpulse_common::api::{CheckKind, CheckPhase};
-use fleetpulse_common::protocol::report::{CheckResult, ClusterId, HeartbeatReport, Summary};
+use fleetpulse_common::protocol::report::{CheckResult, ClusterId, Summary};
 
 use super::*;
 
@@ -23,8 +23,8 @@ fn check(name: &str, phase: CheckPhase, passing: bool) -> CheckResult {
 }
 
 /// A report from cluster `fleet/a` with `checks` (also used by `fleet::cluster`'s tests).
-pub(crate) fn report(uid: &str, checks: Vec<CheckResult>) -> HeartbeatReport {
-    HeartbeatReport {
+pub(crate) fn report(uid: &str, checks: Vec<CheckResult>) -> Report {
+    Report {
         schema_version: 1,
         aud: "hub".into(),
         cluster: ClusterId::new("fleet", "a"),
@@ -37,7 +37,7 @@ pub(crate) fn report(uid: &str, checks: Vec<CheckResult>) -> HeartbeatReport {
         interval_seconds: 10,
         config_generation: 0,
         summary: Summary::of(&checks),
-        checks,
+        checks: checks.into(),
     }
 }
 

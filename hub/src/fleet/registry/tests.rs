@@ -196,8 +196,8 @@ fn changes_applied_one_by_one_end_where_a_fresh_build_of_the_result_does() {
         assert_eq!(other.config_hash, entry.config_hash, "{}", entry.id);
     }
     let kid = KeyId::of(&keys::parse_public_key(&shared_key).unwrap()).0;
-    assert_eq!(incremental.key(&kid).unwrap().cluster, b);
-    assert_eq!(fresh.key(&kid).unwrap().cluster, b);
+    assert_eq!(incremental.key(&kid).unwrap().entry.id, b);
+    assert_eq!(fresh.key(&kid).unwrap().entry.id, b);
     let matched = |r: &Registry| {
         r.health_policies()[0]
             .status
