@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleetpulse_common::protocol::keys::StrongKey;
+use fleetpulse_common::protocol::keys::{self, StrongKey};
 use parking_lot::{Mutex, RwLock};
 
 use fleetpulse_common::api::condition::Status;
@@ -89,27 +89,43 @@ impl EnrolSettings {
 struct Cache {
     owner: HashMap<String, ClusterId>,
     sets: HashMap<ClusterId, KeySet>,
+    /// Each enrolled key's public key, parsed once when its set entered the cache (a
+    /// heartbeat would otherwise decode it and decompress its point, about 3 µs); absent
+    /// for one that does not parse.
+    parsed: HashMap<String, StrongKey>,
 }
 
 impl Cache {
     fn of(sets: Vec<KeySet>) -> Self {
         let mut cache = Cache::default();
         for set in sets {
-            for k in &set.keys {
-                cache.owner.insert(k.key_id.clone(), set.cluster.clone());
-            }
-            cache.sets.insert(set.cluster.clone(), set);
+            cache.hold(set);
         }
         cache
     }
 
-    /// `set` replaces what the cache held of its cluster.
-    fn insert(&mut self, set: KeySet) {
-        self.owner.retain(|_, owner| *owner != set.cluster);
+    /// Holds `set`, its keys and their parsed public keys (nothing of its cluster is held).
+    fn hold(&mut self, set: KeySet) {
         for k in &set.keys {
             self.owner.insert(k.key_id.clone(), set.cluster.clone());
+            if let Ok(key) = keys::parse_public_key(&k.public_key) {
+                self.parsed.insert(k.key_id.clone(), key);
+            }
         }
         self.sets.insert(set.cluster.clone(), set);
+    }
+
+    /// `set` replaces what the cache held of its cluster.
+    fn insert(&mut self, set: KeySet) {
+        let parsed = &mut self.parsed;
+        self.owner.retain(|kid, owner| {
+            let kept = *owner != set.cluster;
+            if !kept {
+                parsed.remove(kid);
+            }
+            kept
+        });
+        self.hold(set);
     }
 }
 
@@ -228,7 +244,8 @@ impl crate::fleet::EnrolledKeys for Enrolment {
             );
         }
         let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        match cache.sets.get(owner)?.verdict(kid, now)? {
+        let parsed = |_: &_| cache.parsed.get(kid).copied();
+        match cache.sets.get(owner)?.verdict_with(kid, now, parsed)? {
             Verdict::Accept(key) => Some(Ok(key)),
             Verdict::Pending => refuse(
                 RejectCode::UnknownKey,

@@ -116,11 +116,24 @@ impl KeySet {
 
     /// What `key_id` means at `now`; `None` if the set does not hold it.
     pub fn verdict(&self, key_id: &str, now: i64) -> Option<Verdict> {
+        self.verdict_with(key_id, now, parse)
+    }
+
+    /// [`Self::verdict`], with the public key of a key that may sign taken from `parsed`
+    /// (`None`: it does not parse, so it is refused as revoked), which a caller on the
+    /// heartbeat path answers from the keys it parsed once instead of decoding and
+    /// decompressing the point for every report. Called only for such a key.
+    pub fn verdict_with(
+        &self,
+        key_id: &str,
+        now: i64,
+        parsed: impl FnOnce(&EnrolledKey) -> Option<StrongKey>,
+    ) -> Option<Verdict> {
         let k = self.get(key_id)?;
         Some(match k.state {
             KeyState::Pending => Verdict::Pending,
             KeyState::Overlapping { until } if until <= now => Verdict::Retired,
-            KeyState::Active | KeyState::Overlapping { .. } => match parse(k) {
+            KeyState::Active | KeyState::Overlapping { .. } => match parsed(k) {
                 Some(key) => Verdict::Accept(key),
                 None => Verdict::Revoked,
             },

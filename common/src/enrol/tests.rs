@@ -315,6 +315,26 @@ fn a_rotation_overlaps_then_retires_the_old_key_and_answers_the_operators_reques
 }
 
 #[test]
+fn a_verdict_takes_the_key_its_caller_parsed_and_asks_only_for_a_key_that_may_sign() {
+    let mut set = enrolled(&key(1));
+    let kid = KeyId::of(&key(1).verifying_key()).0;
+    let cached = keys::StrongKey::of(&key(9));
+    let verdict = set.verdict_with(&kid, 0, |k| {
+        assert_eq!(k.key_id, kid);
+        Some(cached)
+    });
+    assert_eq!(
+        verdict,
+        Some(Verdict::Accept(cached)),
+        "the caller's key, not a fresh parse"
+    );
+    assert_eq!(set.verdict_with(&kid, 0, |_| None), Some(Verdict::Revoked));
+    set.keys[0].state = KeyState::Retired;
+    let asked = |_: &_| panic!("a retired key's public key is not needed");
+    assert_eq!(set.verdict_with(&kid, 0, asked), Some(Verdict::Retired));
+}
+
+#[test]
 fn pins_parse_and_print_as_sha256_hex() {
     let pin = CaPin::of_spki(b"spki");
     let text = pin.to_string();
