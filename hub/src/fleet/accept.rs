@@ -103,12 +103,16 @@ impl Fleet {
                     .is_some_and(|keys| keys.rotation_requested(&entry.id)),
         };
         if changed {
-            self.write_status(&entry.id, &mut state);
+            self.queue_status(&entry.id, &mut state);
         }
         drop(state);
         if changed {
             tracing::info!(cluster = %entry.id, seq = pos.seq, "cluster conditions changed on report");
             self.evaluate_sets(wall);
+            // Marked for the mirror feed only now: a sync between the transition and the
+            // sets' evaluation would write the cluster's mirrors twice (healthy, then
+            // selected) where one write says both.
+            self.mark_changed(&entry.id);
         }
         Ok(answer)
     }

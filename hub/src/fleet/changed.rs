@@ -4,7 +4,8 @@
 //! the clusters that changed, not the whole fleet.
 //!
 //! Marked where the fleet changes: a status write (every health transition and every
-//! condition the hub sets), the first heartbeat this hub process hears from a cluster, an
+//! condition the hub sets; a heartbeat's transition once the sets it may move were
+//! evaluated, so that one sync reads both), the first heartbeat this hub process hears from a cluster, an
 //! object change reaching a cluster, a set evaluation that changes a cluster's
 //! memberships or its rollout hold. A change the fleet cannot name cluster by cluster (set
 //! statuses restored from the store or adopted from another replica) marks everything,

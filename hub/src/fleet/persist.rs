@@ -221,8 +221,15 @@ impl Fleet {
     /// then overwrite it for good: status is written on transitions only, so nothing
     /// would write the lost condition again.
     pub(super) fn write_status(&self, cluster: &ClusterId, state: &mut ClusterState) {
-        let record = state.record();
         self.mark_changed(cluster);
+        self.queue_status(cluster, state);
+    }
+
+    /// [`Self::write_status`] without marking the cluster for the mirror feed: for a caller
+    /// that marks it itself once what follows from the transition (the sets' evaluation)
+    /// is done too, so the feed reads both at once.
+    pub(super) fn queue_status(&self, cluster: &ClusterId, state: &mut ClusterState) {
+        let record = state.record();
         self.metrics.status_writes.inc();
         let observed = state.transitions.observe(&record.status.conditions);
         (self.metrics.transitions).written(observed.first, &observed.changed);
