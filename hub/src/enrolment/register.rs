@@ -170,7 +170,7 @@ impl Enrolment {
                 .create_cluster(&cluster, &token.value.id)
                 .map_err(internal)?;
         }
-        if fleet.registry().key(&kid).is_some() || self.cache.read().owner.contains_key(&kid) {
+        if fleet.registry().key(&kid).is_some() || self.cache.read().keys.contains_key(&kid) {
             return Err(refuse(
                 RejectCode::KeyInUse,
                 format!("key {kid} is already bound to a cluster; enrol with a new key"),
@@ -234,9 +234,9 @@ impl Enrolment {
             || self
                 .cache
                 .read()
-                .owner
+                .keys
                 .get(&rotated.key_id)
-                .is_some_and(|owner| *owner != cluster);
+                .is_some_and(|(owner, _)| *owner != cluster);
         if new_elsewhere {
             return Err(refuse(
                 RejectCode::KeyInUse,
