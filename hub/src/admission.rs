@@ -10,9 +10,11 @@
 //!    bound to the cluster in the URL, not revoked;
 //! 5. **signature**: verified with that key (in a batch of concurrent heartbeats, or
 //!    strictly one by one);
-//! 6. **parse**: the signed payload is a well-formed report or request (a heartbeat's
-//!    check results are parsed only when their signed text differs from the last
-//!    accepted report's: the same text says the same, so the results kept are taken);
+//! 6. **parse**: the signed payload is a well-formed report or request (a heartbeat whose
+//!    text is the last accepted report's with another position and times is read from
+//!    that report, [`crate::core::repeat`]; else its check results are parsed only when
+//!    their signed text differs from the last accepted report's: the same text says the
+//!    same, so the results kept are taken);
 //! 7. **audience**: addressed to this hub, about the cluster in the URL;
 //! 8. **freshness**: `iat`/`exp` within the window;
 //! 9. **replay** (heartbeats): above the last position accepted for the key, checked by
@@ -39,6 +41,7 @@ use fleetpulse_common::protocol::{TYP_CONFIG_REQUEST, TYP_HEARTBEAT, jws};
 pub use batch::{BatchSettings, BatchVerifier};
 
 use crate::core::cluster::Report;
+use crate::core::repeat::Shape;
 use crate::fleet::{Admitted, EnrolledKeys, Registry};
 use crate::metrics::BatchCounters;
 use crate::refusal::Refusal;
@@ -90,15 +93,26 @@ impl Admission {
             None => strict(&unverified, &key),
         };
         let payload = steps::signature(&unverified, verified)?;
-        let signed: HeartbeatReport<RawChecks<'_>> = steps::parse(&payload, "heartbeat report")?;
-        let (report, signed_checks) = steps::checks(signed, &entry)?;
-        steps::valid_report(&report)?;
+        let (report, signed_checks, shape) = match steps::repeated(&payload, &entry) {
+            Some(repeated) => {
+                let (report, signed_checks) = repeated?;
+                (report, signed_checks, None)
+            }
+            None => {
+                let signed: HeartbeatReport<RawChecks<'_>> =
+                    steps::parse(&payload, "heartbeat report")?;
+                let (report, signed_checks) = steps::checks(signed, &entry)?;
+                steps::valid_report(&report)?;
+                (report, signed_checks, Shape::of(&payload))
+            }
+        };
         self.claims(&report, cluster)?;
         Ok(Admitted {
             entry,
             kid: unverified.into_kid(),
             claims: report,
             signed_checks: Some(signed_checks),
+            shape,
         })
     }
 
@@ -122,6 +136,7 @@ impl Admission {
             kid: unverified.into_kid(),
             claims: request,
             signed_checks: None,
+            shape: None,
         })
     }
 

@@ -8,6 +8,8 @@
 //! - [`detector`]: whether a cluster's heartbeats stopped (fixed timeout or phi accrual).
 //! - [`fleet`]: the whole fleet's decisions as one state machine, events in and effects
 //!   out, composing the others as the fleet does.
+//! - [`repeat`]: a report's text read as the last accepted one with new position and
+//!   times, without a parse.
 //! - [`health`]: the `Reachable`, `Ready` and `Healthy` conditions with their debounce.
 //! - [`selection`]: which clusters a ClusterSet or Set selects.
 //! - [`sets`]: every set's next status, kept between evaluations.
@@ -23,6 +25,7 @@ pub mod detector;
 pub mod digest;
 pub mod fleet;
 pub mod health;
+pub mod repeat;
 pub mod rollout;
 pub mod selection;
 pub mod sets;

@@ -208,5 +208,6 @@ pub fn admitted(entry: std::sync::Arc<ClusterEntry>, report: HeartbeatReport) ->
         kid: "kid".into(),
         claims: report.into_shared(),
         signed_checks: None,
+        shape: None,
     }
 }

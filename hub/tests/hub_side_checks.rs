@@ -154,6 +154,7 @@ fn three_rounds_with_problems(
                 kid: "kid".into(),
                 claims: report.into_shared(),
                 signed_checks: None,
+                shape: None,
             };
             fleet.accept(&admitted, now, wall).unwrap();
         }

@@ -176,6 +176,7 @@ proptest! {
             kid: kid(&key_a),
             claims: report(&a, seq).into_shared(),
             signed_checks: None,
+            shape: None,
         };
         let answer = fleet
             .accept(&admitted, Instant::now(), Timestamp::now())

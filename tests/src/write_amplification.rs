@@ -235,6 +235,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Counts> {
                 kid: "kid".into(),
                 claims: report(id, (booted, step), wall, plan.interval).into_shared(),
                 signed_checks: None,
+                shape: None,
             };
             fleet
                 .accept(&admitted, now, wall)

@@ -255,14 +255,20 @@ impl<C: std::ops::Deref<Target = [CheckResult]>> HeartbeatReport<C> {
         {
             return Err(format!("{field} exceeds {MAX_IDENTITY_BYTES} bytes"));
         }
+        if self.interval_seconds == 0 {
+            return Err("intervalSeconds must be at least 1".into());
+        }
+        self.validate_position()
+    }
+
+    /// The part of [`Self::validate`] about the position: for a report that differs from
+    /// a valid one only in its position and times.
+    pub fn validate_position(&self) -> Result<(), String> {
         if self.incarnation > MAX_POSITION || self.seq > MAX_POSITION {
             return Err(format!(
                 "incarnation and seq must be at most {MAX_POSITION} (2^63 - 1), so that stores \
                  with signed 64-bit integers keep them in order"
             ));
-        }
-        if self.interval_seconds == 0 {
-            return Err("intervalSeconds must be at least 1".into());
         }
         Ok(())
     }

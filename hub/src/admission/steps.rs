@@ -190,6 +190,20 @@ pub fn checks(
     Ok((signed.with_checks(checks), text))
 }
 
+/// Step 6, for heartbeats, before parsing: the report `entry` kept, if `payload` is its
+/// text with another position and times ([`crate::core::repeat`]), with the digest of its
+/// check results' text; its position is checked as [`valid_report`] checks it (the rest is
+/// the kept report's, which was).
+pub fn repeated(payload: &[u8], entry: &ClusterEntry) -> Option<Result<(Report, u64), Refusal>> {
+    let (report, checks) = entry.state.lock().repeated(payload)?;
+    Some(
+        report
+            .validate_position()
+            .map(|()| (report, checks))
+            .map_err(|e| Refusal::new(RejectCode::MalformedReport, e)),
+    )
+}
+
 /// Step 6, for heartbeats: the report is within the protocol's limits.
 pub fn valid_report(report: &Report) -> Result<(), Refusal> {
     report

@@ -24,6 +24,12 @@ pub fn of(value: impl Hash) -> u64 {
     SEED.hash_one(value)
 }
 
+/// A hasher giving digests comparable with every other digest of this process made the
+/// same way (the same pieces written in the same order).
+pub fn hasher() -> impl Hasher {
+    SEED.build_hasher()
+}
+
 /// A digest of `reason` and `message` as [`Display`] writes it, without building the
 /// message (a condition's message is often formatted from a number). The same text
 /// digests alike however `Display` splits its writing.

@@ -17,6 +17,7 @@ use super::ClusterEntry;
 use super::Fleet;
 use super::cluster::{ClusterState, SHARED_KEY};
 use crate::core::cluster::{Heartbeat, Report};
+use crate::core::repeat::Shape;
 use crate::refusal::Refusal;
 
 /// A request that passed every step but the replay rule: its cluster, the key id that
@@ -34,6 +35,10 @@ pub struct Admitted<T> {
     /// signing the same text without parsing it ([`ClusterState::agent_checks`]); `None`
     /// when not known (nothing is remembered then).
     pub signed_checks: Option<u64>,
+    /// A heartbeat's parsed text's shape, for a next text of that shape to be read from
+    /// this report once it is accepted ([`crate::core::repeat`]); `None` when it has none
+    /// or was itself read so (what is kept stays).
+    pub shape: Option<Shape>,
 }
 
 impl Fleet {
@@ -51,6 +56,7 @@ impl Fleet {
             kid,
             claims: report,
             signed_checks,
+            shape,
         } = admitted;
         let kid = kid.as_str();
         let mut state = entry.state.lock();
@@ -88,6 +94,9 @@ impl Fleet {
         (state.history).heard(previous, wall, entry.object.spec.heartbeat.interval_seconds);
         state.record_heartbeat(kid, report, wall);
         state.recorded_agent_checks(*signed_checks, admitted.claims.checks.len());
+        if let (Some(shape), Some(checks)) = (shape, signed_checks) {
+            state.keep_report(shape.clone(), &admitted.claims, *checks);
+        }
         let changed = accepted.health_changed
             | self.watch_sharing(&mut state, kid, accepted.shared_key, wall);
         let answer = HeartbeatAnswer {

@@ -17,6 +17,7 @@ use fleetpulse_common::protocol::replay::Position;
 use crate::core::cluster::{ClusterCore, Report};
 use crate::core::digest;
 use crate::core::health::Health;
+use crate::core::repeat::Shape;
 
 /// The conditions a [`ClusterState`] keeps outside the health core.
 pub const EXTRA: [&str; 5] = [
@@ -29,6 +30,14 @@ pub const EXTRA: [&str; 5] = [
 /// `SharedKey`: True while two running agents seem to sign with the cluster's key.
 pub const SHARED_KEY: &str = "SharedKey";
 use crate::store::StoredCluster;
+
+/// A report kept to read the next texts of its shape from.
+#[derive(Debug)]
+struct Kept {
+    shape: Shape,
+    report: Report,
+    checks: u64,
+}
 
 /// Runtime state of one cluster.
 #[derive(Debug)]
@@ -64,6 +73,10 @@ pub struct ClusterState {
     /// Digest of the signed text of the agent's check results in the last recorded report,
     /// and how many of [`Self::checks`] they are (the rest are the hub-side checks').
     agent_checks: Option<(u64, usize)>,
+    /// The last accepted report whose signed text has a [`Shape`], with that shape and the
+    /// digest of its check results' text: a next text of that shape is read from it
+    /// ([`Self::repeated`]).
+    kept: Option<Box<Kept>>,
     /// Conditions set outside the health core: `Mirrored` (a cluster with mirrors),
     /// `SharedKey` (once suspected) and `Enrolled` (a cluster that enrols with a token),
     /// kept apart from the health conditions.
@@ -104,6 +117,7 @@ impl ClusterState {
             checks: status.checks.into(),
             recorded: None,
             agent_checks: None,
+            kept: None,
             extra,
             transitions: Default::default(),
             history: Default::default(),
@@ -192,6 +206,31 @@ impl ClusterState {
     /// `None`: not known, and what was remembered is forgotten).
     pub fn recorded_agent_checks(&mut self, raw: Option<u64>, len: usize) {
         self.agent_checks = raw.map(|raw| (raw, len));
+    }
+
+    /// Keeps `report` (the agent's, as admitted) and the `shape` of its signed text, with
+    /// `checks`, the digest of its check results' text, for [`Self::repeated`].
+    pub fn keep_report(&mut self, shape: Shape, report: &Report, checks: u64) {
+        self.kept = Some(Box::new(Kept {
+            shape,
+            report: report.clone(),
+            checks,
+        }));
+    }
+
+    /// What `text` says, if it is the text of the kept report with other position and
+    /// times ([`crate::core::repeat`]): that report with them, and the digest of its check
+    /// results' text.
+    pub fn repeated(&self, text: &[u8]) -> Option<(Report, u64)> {
+        let kept = self.kept.as_deref()?;
+        let numbers = kept.shape.read(text)?;
+        let report = Report {
+            seq: numbers.seq,
+            iat: numbers.iat,
+            exp: numbers.exp,
+            ..kept.report.clone()
+        };
+        Some((report, kept.checks))
     }
 
     /// The agent's check results of the last recorded report, if their signed text had the
