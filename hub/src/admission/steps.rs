@@ -170,14 +170,15 @@ pub fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8], what: &str) -> Result<T,
 
 /// Step 6, for heartbeats: the check results `signed` carries as text, taken from what
 /// `entry` kept of the last accepted report when the text is the same (by its digest,
-/// returned too), else parsed.
+/// returned too, with whether they were taken so), else parsed.
 pub fn checks(
     signed: HeartbeatReport<RawChecks<'_>>,
     entry: &ClusterEntry,
-) -> Result<(Report, u64), Refusal> {
+) -> Result<(Report, u64, bool), Refusal> {
     let raw = signed.checks;
     let text = digest::of(raw.text());
     let kept = entry.state.lock().agent_checks(text);
+    let repeated = kept.is_some();
     let checks: Arc<[CheckResult]> = match kept {
         Some(checks) => checks,
         None => raw.parse().map(Arc::from).map_err(|e| {
@@ -187,7 +188,7 @@ pub fn checks(
             )
         })?,
     };
-    Ok((signed.with_checks(checks), text))
+    Ok((signed.with_checks(checks), text, repeated))
 }
 
 /// Step 6, for heartbeats, before parsing: the report `entry` kept, if `payload` is its
@@ -245,7 +246,7 @@ mod tests {
 
     fn checks_of(payload: &str, entry: &ClusterEntry) -> Result<Arc<[CheckResult]>, Refusal> {
         let signed: HeartbeatReport<RawChecks<'_>> = parse(payload.as_bytes(), "report")?;
-        checks(signed, entry).map(|(report, _)| report.checks)
+        checks(signed, entry).map(|(report, _, _)| report.checks)
     }
 
     const ONE: &str = r#"[{"name":"nodes","kind":"readyNodes","phase":"readiness","passing":true,"message":"3 of 3"}]"#;
@@ -275,6 +276,32 @@ mod tests {
         assert_eq!(
             checks_of(&signed(&other), &entry).unwrap()[0].message,
             "2 of 3"
+        );
+    }
+
+    #[test]
+    fn a_text_repeating_the_kept_reports_with_other_numbers_is_read_from_the_kept_report() {
+        let entry = entry();
+        let first = testing::report(&entry.id).seq(1).build();
+        let text = serde_json::to_vec(&first).unwrap();
+        let shape = crate::core::repeat::Shape::of(&text).unwrap();
+        // What is kept says something else than the text, so reading it shows that the
+        // next text was not parsed.
+        let mut kept = first.clone().into_shared();
+        kept.agent_version = "as kept".into();
+        entry.state.lock().keep_report(shape, &kept, 7);
+        let next = serde_json::to_vec(&HeartbeatReport { seq: 2, ..first }).unwrap();
+        let (report, checks) = repeated(&next, &entry).unwrap().unwrap();
+        assert_eq!(
+            (report.seq, report.agent_version.as_str(), checks),
+            (2, "as kept", 7)
+        );
+        let other = String::from_utf8(next)
+            .unwrap()
+            .replace("fleetpulse", "fleetpulsf");
+        assert!(
+            repeated(other.as_bytes(), &entry).is_none(),
+            "another text is parsed"
         );
     }
 
