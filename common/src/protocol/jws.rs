@@ -15,6 +15,7 @@ use std::borrow::Cow;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64_simd::AsOut;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +78,41 @@ struct HeaderRef<'h> {
     typ: Cow<'h, str>,
 }
 
+impl<'h> HeaderRef<'h> {
+    /// The header as [`sign`] writes it (`{"alg":"EdDSA","kid":K,"typ":T}`, members in
+    /// that order, no space), read without a JSON parser: what serde_json reads from
+    /// that text, member for member, when `K` and `T` are plain text (printable ASCII
+    /// without `"` or `\`, so nothing in them is escaped). `None` for any other text,
+    /// which is parsed.
+    fn as_signed(json: &'h [u8]) -> Option<Self> {
+        let rest = json.strip_prefix(br#"{"alg":"EdDSA","kid":""#)?;
+        let (kid, rest) = plain_string(rest)?;
+        let rest = rest.strip_prefix(br#","typ":""#)?;
+        let (typ, rest) = plain_string(rest)?;
+        (rest == b"}").then_some(Self {
+            alg: Cow::Borrowed("EdDSA"),
+            kid: Cow::Borrowed(kid),
+            typ: Cow::Borrowed(typ),
+        })
+    }
+}
+
+/// The text up to the first `"` of `json` and what follows that quote, if the text is
+/// printable ASCII without `\`: the same string JSON reads there.
+fn plain_string(json: &[u8]) -> Option<(&str, &[u8])> {
+    let end = memchr::memchr(b'"', json)?;
+    let text = &json[..end];
+    if !text
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'\\')
+    {
+        return None;
+    }
+    // Printable ASCII is UTF-8.
+    let text = std::str::from_utf8(text).ok()?;
+    Some((text, &json[end + 1..]))
+}
+
 /// A parsed JWS whose signature is not verified yet. Reading the `kid` is all it allows.
 #[derive(Debug)]
 pub struct Unverified<'a> {
@@ -106,12 +142,16 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
         return Err(JwsError::Malformed("protected header too large"));
     }
     // Decoded on the stack: the size check above bounds it (decoding never grows it).
+    // SIMD decoding, as strict as `URL_SAFE_NO_PAD`'s (no padding, canonical trailing bits).
     let mut header_buf = [0u8; HEADER_B64_MAX];
-    let header_len = URL_SAFE_NO_PAD
-        .decode_slice(h, &mut header_buf)
+    let header_json = base64_simd::URL_SAFE_NO_PAD
+        .decode(h.as_bytes(), header_buf[..].as_out())
         .map_err(|_| JwsError::Malformed("header is not base64url"))?;
-    let header: HeaderRef<'_> = serde_json::from_slice(&header_buf[..header_len])
-        .map_err(|e| JwsError::Header(format!("not a JSON object of alg, kid, typ: {e}")))?;
+    let header = match HeaderRef::as_signed(header_json) {
+        Some(header) => header,
+        None => serde_json::from_slice(header_json)
+            .map_err(|e| JwsError::Header(format!("not a JSON object of alg, kid, typ: {e}")))?,
+    };
     if header.alg != "EdDSA" {
         return Err(JwsError::Header(format!(
             "alg {:?} is not EdDSA",
@@ -124,17 +164,14 @@ pub fn parse<'a>(compact: &'a str, expected_typ: &str) -> Result<Unverified<'a>,
             header.typ
         )));
     }
-    // 64 bytes are 86 base64url characters; decoding needs room for 66.
-    let mut decoded = [0u8; 66];
-    let len = match s.len() {
-        86 => URL_SAFE_NO_PAD
-            .decode_slice(s, &mut decoded)
-            .map_err(|_| JwsError::Malformed("signature is not base64url"))?,
-        _ => return Err(JwsError::Malformed("signature is not 64 bytes")),
-    };
-    let sig_bytes: [u8; 64] = decoded[..len]
-        .try_into()
-        .map_err(|_| JwsError::Malformed("signature is not 64 bytes"))?;
+    // 64 bytes are 86 base64url characters, the last with 4 unused bits.
+    if s.len() != 86 {
+        return Err(JwsError::Malformed("signature is not 64 bytes"));
+    }
+    let mut sig_bytes = [0u8; 64];
+    base64_simd::URL_SAFE_NO_PAD
+        .decode(s.as_bytes(), sig_bytes[..].as_out())
+        .map_err(|_| JwsError::Malformed("signature is not base64url"))?;
     Ok(Unverified {
         kid: header.kid.into_owned(),
         signing_input: &compact[..h.len() + 1 + p.len()],
@@ -275,6 +312,61 @@ mod tests {
                 Err(JwsError::Malformed("payload is not base64url")),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn the_header_sign_writes_is_read_without_a_parser() {
+        let key = keys::generate();
+        let jws = sign(&key, TYP_HEARTBEAT, b"x");
+        let header = URL_SAFE_NO_PAD
+            .decode(jws.split('.').next().unwrap())
+            .unwrap();
+        let read = HeaderRef::as_signed(&header).expect("sign's header is read directly");
+        assert_eq!(read.kid, KeyId::of(&key.verifying_key()).as_str());
+        assert_eq!((&*read.alg, &*read.typ), ("EdDSA", TYP_HEARTBEAT));
+    }
+
+    #[test]
+    fn a_header_written_otherwise_is_parsed_alike() {
+        let kid = "abc";
+        for (text, expected_kid) in [
+            // Escapes, spaces, another order: not read directly, parsed the same.
+            (r#"{"alg":"EdDSA","kid":"a\u0062c","typ":"t"}"#, kid),
+            (r#"{ "alg":"EdDSA","kid":"abc","typ":"t"}"#, kid),
+            (r#"{"kid":"abc","alg":"EdDSA","typ":"t"}"#, kid),
+            (r#"{"alg":"EdDSA","kid":"abc","typ":"t"} "#, kid),
+            (r#"{"alg":"EdDSA","kid":"é","typ":"t"}"#, "é"),
+        ] {
+            assert!(HeaderRef::as_signed(text.as_bytes()).is_none(), "{text}");
+            let forged = format!("{}.eA.{}", URL_SAFE_NO_PAD.encode(text), "A".repeat(86));
+            assert_eq!(parse(&forged, "t").unwrap().kid(), expected_kid, "{text}");
+        }
+        // A member too many is refused whichever way it is written.
+        let extra = r#"{"alg":"EdDSA","kid":"abc","typ":"t","b64":false}"#;
+        assert!(HeaderRef::as_signed(extra.as_bytes()).is_none());
+        let forged = format!("{}.eA.{}", URL_SAFE_NO_PAD.encode(extra), "A".repeat(86));
+        assert!(matches!(parse(&forged, "t"), Err(JwsError::Header(_))));
+    }
+
+    proptest::proptest! {
+        /// Whatever the direct read answers is what serde_json reads from the same bytes.
+        #[test]
+        fn the_direct_read_of_a_header_agrees_with_serde_json(
+            kid in "[ -~\u{1}-\u{1f}é]{0,12}",
+            typ in "[ -~]{0,8}",
+            cut in 0usize..64,
+        ) {
+            let text = format!(r#"{{"alg":"EdDSA","kid":"{kid}","typ":"{typ}"}}"#);
+            let bytes = &text.as_bytes()[..text.len().saturating_sub(cut % 3)];
+            let parsed: Result<HeaderRef<'_>, _> = serde_json::from_slice(bytes);
+            if let Some(read) = HeaderRef::as_signed(bytes) {
+                let parsed = parsed.expect("serde_json reads what the direct read read");
+                proptest::prop_assert_eq!(
+                    (&*read.alg, &*read.kid, &*read.typ),
+                    (&*parsed.alg, &*parsed.kid, &*parsed.typ)
+                );
+            }
         }
     }
 
